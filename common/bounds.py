@@ -1,0 +1,87 @@
+"""Public input bounds: how raw points enter the unit ball, and how centers leave it.
+
+DESIGN.md: clip, never rescale by data. A bound is either an L2 radius R
+(x -> clip(x / R)) or a per-feature box [low, high] (clip each feature to the
+box, then x -> (x - mid) / rho with rho the box's half-diagonal). One scale for
+all features keeps the k-means geometry of the original space.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from shoal.common.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class PublicBound:
+    """An L2 radius, or a per-feature box; published in the round config."""
+
+    radius: float | None = None
+    low: tuple[float, ...] | None = None
+    high: tuple[float, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.radius is None) == (self.low is None or self.high is None):
+            raise ConfigError(
+                f"give either radius or both low and high (radius={self.radius}, "
+                f"low={self.low}, high={self.high})"
+            )
+        if self.radius is not None:
+            if not (math.isfinite(self.radius) and self.radius > 0):
+                raise ConfigError(f"radius must be finite and > 0, got {self.radius}")
+        else:
+            assert self.low is not None and self.high is not None
+            if len(self.low) != len(self.high):
+                raise ConfigError(
+                    f"box low has {len(self.low)} features, high has {len(self.high)}"
+                )
+            for i, (lo, hi) in enumerate(zip(self.low, self.high, strict=True)):
+                if not (math.isfinite(lo) and math.isfinite(hi) and hi > lo):
+                    raise ConfigError(f"box feature {i}: need finite low < high, got {lo}, {hi}")
+
+    def check_dim(self, dim: int) -> None:
+        if self.low is not None and len(self.low) != dim:
+            raise ConfigError(f"box has {len(self.low)} features, the round has dim {dim}")
+
+    @property
+    def scale(self) -> float:
+        """Length in the original space of one unit in the ball."""
+        if self.radius is not None:
+            return float(self.radius)
+        assert self.low is not None and self.high is not None
+        half = (np.asarray(self.high) - np.asarray(self.low)) / 2
+        return float(np.linalg.norm(half))
+
+    def _mid(self, dim: int) -> NDArray[np.float64]:
+        if self.radius is not None:
+            return np.zeros(dim)
+        return (np.asarray(self.low, dtype=np.float64) + np.asarray(self.high, dtype=np.float64)) / 2
+
+    def to_ball(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Map raw points (n, d) into the unit ball (clipping, never data scaling)."""
+        x = np.asarray(x, dtype=np.float64)
+        if x.ndim != 2:
+            raise ConfigError(f"points must be a 2-D array (n, d), got shape {x.shape}")
+        if not np.all(np.isfinite(x)):
+            raise ConfigError("points contain NaN or infinite values")
+        if self.low is not None and self.high is not None:
+            x = np.clip(x, np.asarray(self.low), np.asarray(self.high))
+        y = (x - self._mid(x.shape[1])) / self.scale
+        return clip_to_ball(y)
+
+    def from_ball(self, y: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Map unit-ball points (centers) back to the original space."""
+        y = np.asarray(y, dtype=np.float64)
+        return y * self.scale + self._mid(y.shape[1])
+
+
+def clip_to_ball(y: NDArray[np.float64], radius: float = 1.0) -> NDArray[np.float64]:
+    """Project rows onto the L2 ball of ``radius`` (rows inside are unchanged)."""
+    norms = np.linalg.norm(y, axis=1)
+    factor = np.where(norms > radius, radius / np.maximum(norms, 1e-300), 1.0)
+    return y * factor[:, None]

@@ -1,0 +1,266 @@
+"""The immutable configuration of one clustering round, and how it is derived.
+
+Everything public about a round (projection, nets, hashes, budget split,
+seed) is fixed here; clients and server derive identical objects from it
+(``public_random.py``). ``derive_config`` fills every defaulted parameter
+from (n expected, d, k, eps) and documents each choice.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from shoal.common.bounds import PublicBound
+from shoal.common.errors import ConfigError
+from shoal.common.events import ComposedEvent, NoReportEvent, local_epsilon
+from shoal.common.local_hashing import LocalHashingParams, optimal_buckets
+from shoal.common.privunit import PrivUnitParams
+
+Encoder = Literal["lsh", "nettree"]
+Model = Literal["local"]
+
+ENCODERS: tuple[str, ...] = ("lsh", "nettree")
+MODELS: tuple[str, ...] = ("local",)
+
+
+@dataclass(frozen=True)
+class TreeParams:
+    """BUILDTREE / COMPUTETHRESHOLD parameters (seed 004, Alg. 1-2) plus a noise gate.
+
+    ``a`` and ``gamma_steps`` are the paper's a and Gamma; ``noise_z``: a node
+    is expanded (and kept in the coreset) only if its count estimate exceeds
+    noise_z standard deviations of the oracle's noise (DESIGN.md: stop
+    instead of emitting noise); ``max_nodes_per_level`` bounds decoding work.
+    """
+
+    a: int = 2
+    gamma_steps: int = 20
+    noise_z: float = 3.0
+    max_nodes_per_level: int = 20000
+
+    def __post_init__(self) -> None:
+        if self.a < 1:
+            raise ConfigError(f"tree a must be >= 1, got {self.a}")
+        if self.gamma_steps < 1:
+            raise ConfigError(f"tree gamma_steps must be >= 1, got {self.gamma_steps}")
+        if not (math.isfinite(self.noise_z) and self.noise_z >= 0):
+            raise ConfigError(f"tree noise_z must be finite and >= 0, got {self.noise_z}")
+        if self.max_nodes_per_level < 2:
+            raise ConfigError(
+                f"tree max_nodes_per_level must be >= 2, got {self.max_nodes_per_level}"
+            )
+
+
+@dataclass(frozen=True)
+class RoundConfig:
+    """A round's public parameters. Validated on construction; never mutated.
+
+    Budget: each device sends a histogram report (OLH at ``eps_hist`` on its
+    node at one of levels 1..T) and a vector report (PrivUnit at ``eps_vec``
+    on its point signed by its node's Hadamard column at one of levels
+    0..T, level 0 with probability ``root_share``). Basic composition gives
+    eps_hist + eps_vec <= epsilon. A zero share means that report is not sent.
+    """
+
+    k: int
+    dim: int
+    epsilon: float
+    bound: PublicBound
+    encoder: Encoder
+    levels: int
+    proj_dim: int
+    eps_hist: float
+    eps_vec: float
+    root_share: float
+    hist_buckets: int
+    hist_pool: int
+    vec_columns_log2: int
+    seed: int
+    n_expected: int
+    model: Model = "local"
+    delta: float = 0.0
+    tree: TreeParams = field(default_factory=TreeParams)
+    round_id: str = "local"
+
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise ConfigError(f"k must be >= 1, got {self.k}")
+        if self.dim < 1:
+            raise ConfigError(f"dim must be >= 1, got {self.dim}")
+        if not (math.isfinite(self.epsilon) and self.epsilon > 0):
+            raise ConfigError(f"epsilon must be finite and > 0, got {self.epsilon}")
+        if self.encoder not in ENCODERS:
+            raise ConfigError(f"encoder must be one of {ENCODERS}, got {self.encoder!r}")
+        if self.model not in MODELS:
+            raise ConfigError(f"model must be one of {MODELS}, got {self.model!r}")
+        if not 0 <= self.levels <= 40:
+            raise ConfigError(f"levels must be in [0, 40], got {self.levels}")
+        if not 1 <= self.proj_dim <= self.dim:
+            raise ConfigError(f"proj_dim must be in [1, dim={self.dim}], got {self.proj_dim}")
+        if self.encoder == "nettree" and self.proj_dim > 12:
+            raise ConfigError(
+                f"nettree proj_dim {self.proj_dim} > 12: each node would have 2^{self.proj_dim} children"
+            )
+        for name in ("eps_hist", "eps_vec"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v >= 0):
+                raise ConfigError(f"{name} must be finite and >= 0, got {v}")
+        if self.eps_hist + self.eps_vec > self.epsilon * (1 + 1e-9):
+            raise ConfigError(
+                f"eps_hist + eps_vec = {self.eps_hist + self.eps_vec} exceeds epsilon {self.epsilon}"
+            )
+        if self.levels > 0 and self.eps_hist <= 0:
+            raise ConfigError(f"levels={self.levels} needs eps_hist > 0 to build a tree")
+        if self.eps_vec > 0 and self.dim < 2:
+            raise ConfigError("the vector report needs dim >= 2")
+        if self.levels == 0 and self.eps_vec <= 0:
+            raise ConfigError("levels=0 leaves only the mean: eps_vec must be > 0")
+        if not 0 < self.root_share <= 1:
+            raise ConfigError(f"root_share must be in (0, 1], got {self.root_share}")
+        if self.levels == 0 and self.root_share != 1:
+            raise ConfigError(f"levels=0 needs root_share=1, got {self.root_share}")
+        if not 2 <= self.hist_buckets <= 1 << 20:
+            raise ConfigError(f"hist_buckets must be in [2, 2^20], got {self.hist_buckets}")
+        if not 1 <= self.hist_pool <= 1 << 16:
+            raise ConfigError(f"hist_pool must be in [1, 65536], got {self.hist_pool}")
+        if not 4 <= self.vec_columns_log2 <= 20:
+            raise ConfigError(f"vec_columns_log2 must be in [4, 20], got {self.vec_columns_log2}")
+        if not 0 <= self.seed < 1 << 63:
+            raise ConfigError(f"seed must be in [0, 2^63), got {self.seed}")
+        if self.n_expected < 1:
+            raise ConfigError(f"n_expected must be >= 1, got {self.n_expected}")
+        if not 0 <= self.delta < 1:
+            raise ConfigError(f"delta must be in [0, 1), got {self.delta}")
+        self.bound.check_dim(self.dim)
+        if self.encoder == "lsh" and self.levels > 62:
+            raise ConfigError(f"lsh supports at most 62 levels, got {self.levels}")
+
+    @property
+    def identity_projection(self) -> bool:
+        """nettree without projection: the lattice point *is* a position in the ball."""
+        return self.encoder == "nettree" and self.proj_dim == self.dim
+
+    @property
+    def hist_params(self) -> LocalHashingParams | None:
+        if self.eps_hist <= 0 or self.levels == 0:
+            return None
+        return LocalHashingParams(self.eps_hist, self.hist_buckets, self.hist_pool)
+
+    @property
+    def vec_params(self) -> PrivUnitParams | None:
+        if self.eps_vec <= 0:
+            return None
+        return PrivUnitParams.calibrate(self.dim, self.eps_vec)
+
+    @property
+    def privacy_event(self) -> ComposedEvent:
+        """The record of what one device sends; its epsilon is the round's local eps."""
+        hp, vp = self.hist_params, self.vec_params
+        return ComposedEvent(
+            (
+                hp.event if hp is not None else NoReportEvent(),
+                vp.event if vp is not None else NoReportEvent(),
+            )
+        )
+
+    @property
+    def device_epsilon(self) -> float:
+        return local_epsilon(self.privacy_event)
+
+    def with_overrides(self, **changes: Any) -> RoundConfig:
+        return replace(self, **changes)
+
+
+def duchi_mean_variance(dim: int, epsilon: float) -> float:
+    """E||z - x||^2 of Duchi et al.'s L2 mechanism: (pi d / 2)((e^eps+1)/(e^eps-1))^2."""
+    e = math.exp(epsilon)
+    return math.pi * dim / 2 * ((e + 1) / (e - 1)) ** 2
+
+
+def derive_config(
+    n_expected: int,
+    dim: int,
+    k: int,
+    epsilon: float,
+    *,
+    encoder: Encoder = "lsh",
+    bound: PublicBound | None = None,
+    seed: int | None = None,
+    **overrides: Any,
+) -> RoundConfig:
+    """Fill every parameter of a local-model round from (n, d, k, eps).
+
+    Choices (each measured in ``shoal bench``; see README):
+    - nettree projects to d' = min(d, ceil(log2 k) + 3) dimensions (Makarychev
+      et al.: O(log k) suffices; each node has 2^d' children); for d <= d'
+      there is no projection and lattice points are positions.
+    - levels T: lsh ceil(log2 k) + 6 sign bits; nettree ceil(log2 n / 2) + 1
+      (seed 004, Thm. 20 takes T = 0.5 log n).
+    - budget: a quarter to the histogram, the rest to the vector report,
+      whose noise dominates the centers' error (DESIGN.md). Identity
+      nettree sends no vector report: positions come from the lattice.
+    - if even a cluster of n/k devices could not be located within the unit
+      ball's scale (predicted center error > 1), T = 0: the whole budget
+      estimates the mean, which is then the best private answer.
+    - root_share sizes the level-0 vector reports so that the mean estimate
+      (the fallback and the shrinkage target) is within the LDP mean error
+      plus 1e-3 of the truth.
+    """
+    if n_expected < 1:
+        raise ConfigError(f"n_expected must be >= 1, got {n_expected}")
+    if dim < 1 or k < 1:
+        raise ConfigError(f"dim and k must be >= 1, got dim={dim}, k={k}")
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ConfigError(f"epsilon must be finite and > 0, got {epsilon}")
+    if encoder not in ENCODERS:
+        raise ConfigError(f"encoder must be one of {ENCODERS}, got {encoder!r}")
+    bound = bound if bound is not None else PublicBound(radius=1.0)
+    logk = math.ceil(math.log2(max(k, 2)))
+    if encoder == "nettree":
+        proj_dim = min(dim, logk + 3)
+        levels = math.ceil(math.log2(max(n_expected, 2)) / 2) + 1
+    else:
+        proj_dim = dim
+        levels = logk + 6
+    identity = encoder == "nettree" and proj_dim == dim
+    vec_share = float(overrides.pop("vec_share", 0.0 if identity else 0.75))
+    if not 0 <= vec_share <= 1:
+        raise ConfigError(f"vec_share must be in [0, 1], got {vec_share}")
+    if dim < 2:
+        vec_share = 0.0
+    eps_vec = epsilon * vec_share
+    eps_hist = epsilon - eps_vec
+    root_share = 1.0
+    if eps_vec > 0:
+        var_v = PrivUnitParams.calibrate(dim, eps_vec).expected_sq_norm
+        target = duchi_mean_variance(dim, epsilon) / n_expected + 1e-3
+        root_share = min(0.5, max(0.05, var_v / (n_expected * target)))
+        predicted_center_error = var_v * k * k * 2 / ((1 - root_share) * n_expected)
+        if predicted_center_error > 1.0 and not identity:
+            levels, eps_vec, eps_hist, root_share = 0, epsilon, 0.0, 1.0
+    if eps_hist <= 0 and levels > 0:
+        levels, eps_vec, root_share = 0, epsilon, 1.0
+    per_level = n_expected / (levels + 1)
+    columns_log2 = int(min(16, max(10, math.ceil(math.log2(max(per_level, 2))) + 1)))
+    params: dict[str, Any] = dict(
+        k=k,
+        dim=dim,
+        epsilon=float(epsilon),
+        bound=bound,
+        encoder=encoder,
+        levels=levels,
+        proj_dim=proj_dim,
+        eps_hist=float(eps_hist),
+        eps_vec=float(eps_vec),
+        root_share=float(root_share),
+        hist_buckets=optimal_buckets(eps_hist) if eps_hist > 0 else 2,
+        hist_pool=1024,
+        vec_columns_log2=columns_log2,
+        seed=secrets.randbits(63) if seed is None else int(seed),
+        n_expected=int(n_expected),
+    )
+    params.update(overrides)
+    return RoundConfig(**params)

@@ -1,0 +1,63 @@
+"""Immutable records of each randomiser's math, and the privacy they imply.
+
+Like ``dp_accounting``'s DpEvents: a randomiser is described by a frozen
+record; a round's privacy statement is computed from the records, never
+from free-form numbers, and a record this module does not know raises.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from shoal.common.errors import PrivacyError
+
+
+@dataclass(frozen=True)
+class LocalHashingEvent:
+    """Optimal local hashing (Wang et al., USENIX Sec. 2017): GRR over ``buckets``.
+
+    eps-LDP: the reported bucket equals the true one with probability
+    e^eps / (e^eps + g - 1) and each other bucket with 1 / (e^eps + g - 1).
+    """
+
+    epsilon: float
+    buckets: int
+
+
+@dataclass(frozen=True)
+class PrivUnitEvent:
+    """PrivUnit_2 (Bhowmick, Duchi, Freudiger, Kapoor, Rogers 2018, Alg. 1).
+
+    The output direction is uniform on the cap {<v,u> >= gamma} with
+    probability p and uniform on its complement otherwise, so its density
+    takes two values whose ratio is e^epsilon (see ``privunit.py``).
+    """
+
+    epsilon: float
+    dim: int
+    gamma: float
+    cap_probability: float
+
+
+@dataclass(frozen=True)
+class NoReportEvent:
+    """A report that is not sent: costs nothing."""
+
+    epsilon: float = 0.0
+
+
+@dataclass(frozen=True)
+class ComposedEvent:
+    """Basic (sequential) composition of reports sent by one device."""
+
+    events: tuple[object, ...] = field(default_factory=tuple)
+
+
+def local_epsilon(event: object) -> float:
+    """The pure eps-LDP guarantee of ``event`` (basic composition for tuples)."""
+    if isinstance(event, ComposedEvent):
+        return math.fsum(local_epsilon(e) for e in event.events)
+    if isinstance(event, LocalHashingEvent | PrivUnitEvent | NoReportEvent):
+        return float(event.epsilon)
+    raise PrivacyError(f"no privacy rule for event {event!r}")

@@ -1,0 +1,152 @@
+"""What a device sends: pydantic wire models, and the same reports as arrays.
+
+A report carries only data-independent choices (level, OLH seed index,
+Hadamard row) and randomiser outputs (GRR bucket, PrivUnit vector), plus the
+round id and a random message id (DESIGN.md, "Encoders"). ``ReportBatch`` is
+the columnar form used on every hot path; ``DeviceMessage`` is the JSON wire
+form of one device's reports.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from shoal.common.config import RoundConfig
+from shoal.common.errors import ReportError
+
+
+class HistReport(BaseModel):
+    """OLH report on the device's node at one sampled level."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    level: int = Field(ge=1, le=62)
+    seed_index: int = Field(ge=0, lt=1 << 16)
+    bucket: int = Field(ge=0, lt=1 << 20)
+
+
+class VecReport(BaseModel):
+    """PrivUnit output of the point signed by its node's Hadamard column."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    level: int = Field(ge=0, le=62)
+    row: int = Field(ge=0, lt=1 << 20)
+    z: list[float] = Field(min_length=2, max_length=100_000)
+
+    @field_validator("z")
+    @classmethod
+    def _finite(cls, z: list[float]) -> list[float]:
+        if not all(math.isfinite(v) for v in z):
+            raise ValueError("z must contain only finite numbers")
+        return z
+
+
+class DeviceMessage(BaseModel):
+    """One device's contribution to one round."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    round_id: str = Field(min_length=1, max_length=64)
+    message_id: str = Field(pattern=r"^[0-9a-f]{32}$")
+    hist: HistReport | None = None
+    vec: VecReport | None = None
+
+
+def new_message_id() -> str:
+    """A random 128-bit id (hex): lets a server drop a retried duplicate."""
+    return secrets.token_hex(16)
+
+
+@dataclass
+class ReportBatch:
+    """Reports of many devices as columns; rows with level -1 carry no report."""
+
+    round_id: str
+    hist_level: NDArray[np.int64]
+    hist_seed: NDArray[np.int64]
+    hist_bucket: NDArray[np.int64]
+    vec_level: NDArray[np.int64]
+    vec_row: NDArray[np.int64]
+    vec: NDArray[np.float64]
+
+    def __len__(self) -> int:
+        return int(self.hist_level.shape[0])
+
+    def validate(self, config: RoundConfig) -> None:
+        """Raise ReportError unless every report fits ``config``."""
+        n = len(self)
+        for name in ("hist_seed", "hist_bucket", "vec_level", "vec_row"):
+            if getattr(self, name).shape != (n,):
+                raise ReportError(f"{name} has shape {getattr(self, name).shape}, expected ({n},)")
+        has_h = self.hist_level >= 0
+        if config.hist_params is None and np.any(has_h):
+            raise ReportError("this round takes no histogram reports")
+        if np.any(has_h & ((self.hist_level < 1) | (self.hist_level > config.levels))):
+            raise ReportError(f"histogram level outside 1..{config.levels}")
+        if np.any(has_h & ((self.hist_seed < 0) | (self.hist_seed >= config.hist_pool))):
+            raise ReportError(f"histogram seed index outside 0..{config.hist_pool - 1}")
+        if np.any(has_h & ((self.hist_bucket < 0) | (self.hist_bucket >= config.hist_buckets))):
+            raise ReportError(f"histogram bucket outside 0..{config.hist_buckets - 1}")
+        has_v = self.vec_level >= 0
+        if config.vec_params is None and np.any(has_v):
+            raise ReportError("this round takes no vector reports")
+        if np.any(has_v & (self.vec_level > config.levels)):
+            raise ReportError(f"vector level outside 0..{config.levels}")
+        m = 1 << config.vec_columns_log2
+        if np.any(has_v & ((self.vec_row < 0) | (self.vec_row >= m))):
+            raise ReportError(f"vector row outside 0..{m - 1}")
+        if config.vec_params is not None and self.vec.shape != (n, config.dim):
+            raise ReportError(f"vectors have shape {self.vec.shape}, expected ({n}, {config.dim})")
+        if not np.all(np.isfinite(self.vec)):
+            raise ReportError("vectors contain NaN or infinite values")
+
+    def to_messages(self) -> list[DeviceMessage]:
+        """The wire form, one message per device (with fresh message ids)."""
+        out = []
+        for i in range(len(self)):
+            hist = vec = None
+            if self.hist_level[i] >= 0:
+                hist = HistReport(
+                    level=int(self.hist_level[i]),
+                    seed_index=int(self.hist_seed[i]),
+                    bucket=int(self.hist_bucket[i]),
+                )
+            if self.vec_level[i] >= 0:
+                vec = VecReport(
+                    level=int(self.vec_level[i]), row=int(self.vec_row[i]), z=self.vec[i].tolist()
+                )
+            out.append(
+                DeviceMessage(
+                    round_id=self.round_id, message_id=new_message_id(), hist=hist, vec=vec
+                )
+            )
+        return out
+
+    @classmethod
+    def from_messages(cls, messages: list[DeviceMessage], config: RoundConfig) -> ReportBatch:
+        """Columns from wire messages; validated against ``config``."""
+        n = len(messages)
+        hl = np.full(n, -1, dtype=np.int64)
+        hs = np.zeros(n, dtype=np.int64)
+        hb = np.zeros(n, dtype=np.int64)
+        vl = np.full(n, -1, dtype=np.int64)
+        vr = np.zeros(n, dtype=np.int64)
+        width = config.dim if config.vec_params is not None else 0
+        vz = np.zeros((n, width))
+        for i, msg in enumerate(messages):
+            if msg.round_id != config.round_id:
+                raise ReportError(f"message for round {msg.round_id!r} sent to {config.round_id!r}")
+            if msg.hist is not None:
+                hl[i], hs[i], hb[i] = msg.hist.level, msg.hist.seed_index, msg.hist.bucket
+            if msg.vec is not None:
+                if len(msg.vec.z) != width:
+                    raise ReportError(f"vector has {len(msg.vec.z)} entries, expected {width}")
+                vl[i], vr[i] = msg.vec.level, msg.vec.row
+                vz[i] = msg.vec.z
+        batch = cls(config.round_id, hl, hs, hb, vl, vr, vz)
+        batch.validate(config)
+        return batch

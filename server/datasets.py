@@ -1,0 +1,69 @@
+"""Data the project generates, and loaders for the real datasets.
+
+The repository never ships data: tests and the demo use the generators;
+benchmarks read the real datasets from a ``--data-dir`` (default
+``../shared/data``) and skip them with a clear message when absent. Each
+dataset comes with its *public* bound, never read from the data.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+
+from shoal.common.bounds import PublicBound, clip_to_ball
+
+
+@dataclass(frozen=True)
+class Dataset:
+    name: str
+    points: NDArray[np.float64]
+    k: int
+    bound: PublicBound
+
+
+def paper_mixture(n: int, d: int = 100, k: int = 8, r: float = 100.0, seed: int = 0) -> Dataset:
+    """Seed 004, Sec. 5: k centers uniform on the sphere of radius 1 - 1/r,
+    Gaussian offsets of expected norm 1/r, points projected into the unit ball."""
+    rng = np.random.default_rng(seed)
+    c = rng.standard_normal((k, d))
+    c *= (1 - 1 / r) / np.linalg.norm(c, axis=1)[:, None]
+    lab = rng.integers(0, k, size=n)
+    x = c[lab] + rng.standard_normal((n, d)) / (r * np.sqrt(d))
+    return Dataset(f"paper-mixture-n{n}-d{d}-k{k}", clip_to_ball(x), k, PublicBound(radius=1.0))
+
+
+def city_locations(n: int, k: int = 6, seed: int = 0) -> Dataset:
+    """2-D "city" pickups: k hot spots of different sizes and spreads inside a
+    public box of [0, 100] km on each side (the demo's built-in dataset)."""
+    rng = np.random.default_rng(seed)
+    hubs = rng.uniform(15, 85, size=(k, 2))
+    spread = rng.uniform(2, 6, size=k)
+    share = rng.dirichlet(np.full(k, 3.0))
+    lab = rng.choice(k, size=n, p=share)
+    x = hubs[lab] + rng.standard_normal((n, 2)) * spread[lab][:, None]
+    return Dataset(f"city-n{n}-k{k}", np.clip(x, 0, 100), k, PublicBound(low=(0.0, 0.0), high=(100.0, 100.0)))
+
+
+def load_letter(data_dir: Path) -> Dataset:
+    """UCI Letter Recognition: 20000 x 16 integer features in 0..15, k = 26."""
+    path = Path(data_dir) / "letter-recognition.csv.gz"
+    with gzip.open(path, "rt") as f:
+        rows = list(csv.reader(f))
+    x = np.array([[float(v) for v in r[1:]] for r in rows[1:]])
+    return Dataset("letter", x, 26, PublicBound(low=(0.0,) * 16, high=(15.0,) * 16))
+
+
+def load_uber(data_dir: Path) -> Dataset:
+    """Uber NYC pickups (Apr 2014, ~100k rows): (lat, lon), k = 10, public box
+    lat 40.4..41.2, lon -74.4..-73.6."""
+    path = Path(data_dir) / "uber-pickups-apr14.csv.gz"
+    with gzip.open(path, "rt") as f:
+        rows = list(csv.reader(f))
+    x = np.array([[float(r[1]), float(r[2])] for r in rows[1:]])
+    return Dataset("uber", x, 10, PublicBound(low=(40.4, -74.4), high=(41.2, -73.6)))

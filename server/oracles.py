@@ -1,0 +1,74 @@
+"""Frequency and vector-sum oracles over the accumulated tables.
+
+Every estimate is scaled by the level-sampling rate, so it estimates the
+population's count (or vector sum) of the node, and comes with the
+variance of its noise, which tree building and the consistency step use.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from shoal.common.hadamard import fwht
+from shoal.common.hashing import bucket_hash
+from shoal.common.local_hashing import LocalHashingParams, estimate_counts
+from shoal.common.public_random import PublicRandomness
+from shoal.server.accumulate import LevelAccumulator
+
+
+class FrequencyOracle:
+    """OLH counts of nodes at each level (seed 004, Thm. 12 role)."""
+
+    def __init__(self, acc: LevelAccumulator, public: PublicRandomness) -> None:
+        self.n = acc.n_devices
+        self.params: LocalHashingParams | None = acc.config.hist_params
+        self.table = acc.hist
+        self.level_n = acc.hist_n
+        self.seeds = public.hist_seeds
+
+    def counts(self, level: int, keys: NDArray[np.uint64]) -> tuple[NDArray[np.float64], float]:
+        """Population-scaled count estimates of nodes and their noise variance."""
+        if level == 0:
+            return np.full(keys.shape[0], float(self.n)), 0.0
+        nj = int(self.level_n[level])
+        if self.params is None or self.table is None or nj == 0:
+            return np.zeros(keys.shape[0]), float("inf")
+        g = self.params.buckets
+        support = np.zeros(keys.shape[0])
+        table = self.table[level]
+        pool = np.arange(self.seeds.shape[0])
+        for lo in range(0, keys.shape[0], 2048):
+            kk = keys[lo : lo + 2048]
+            b = bucket_hash(self.seeds[None, :], kk[:, None], g)
+            support[lo : lo + 2048] = table[pool[None, :], b].sum(axis=1)
+        scale = self.n / nj
+        est = estimate_counts(support, nj, self.params) * scale
+        var = scale * scale * nj * self.params.per_report_variance()
+        return est, var
+
+
+class VectorOracle:
+    """Hadamard-bound PrivUnit sums of nodes at each level (seed 004, Lemma 13 role)."""
+
+    def __init__(self, acc: LevelAccumulator) -> None:
+        self.n = acc.n_devices
+        self.dim = acc.config.dim
+        self.log2m = acc.config.vec_columns_log2
+        self.level_n = acc.vec_n
+        self.level_sq = acc.vec_sq
+        self.transformed = None if acc.vec is None else [fwht(t) for t in acc.vec]
+
+    @property
+    def available(self) -> bool:
+        return self.transformed is not None
+
+    def sums(self, level: int, keys: NDArray[np.uint64]) -> tuple[NDArray[np.float64], float]:
+        """Population-scaled vector sums of nodes and the per-coordinate noise variance."""
+        nj = int(self.level_n[level])
+        if self.transformed is None or nj == 0:
+            return np.zeros((keys.shape[0], self.dim)), float("inf")
+        cols = (keys >> np.uint64(64 - self.log2m)).astype(np.int64)
+        scale = self.n / nj
+        var = scale * scale * float(self.level_sq[level]) / self.dim
+        return self.transformed[level][cols] * scale, var
