@@ -38,7 +38,7 @@ class TreeParams:
 
     a: int = 2
     gamma_steps: int = 20
-    noise_z: float = 3.0
+    noise_z: float = 2.5
     max_nodes_per_level: int = 20000
 
     def __post_init__(self) -> None:
@@ -197,7 +197,7 @@ def derive_config(
     - nettree projects to d' = min(d, ceil(log2 k) + 3) dimensions (Makarychev
       et al.: O(log k) suffices; each node has 2^d' children); for d <= d'
       there is no projection and lattice points are positions.
-    - levels T: lsh ceil(log2 k) + 6 sign bits; nettree ceil(log2 n / 2) + 1
+    - levels T: lsh ceil(log2 k) + 10 sign bits (two of k random centers share all T bits with probability < k^2 2^-T-1); nettree ceil(log2 n / 2) + 1
       (seed 004, Thm. 20 takes T = 0.5 log n).
     - budget: a quarter to the histogram, the rest to the vector report,
       whose noise dominates the centers' error (DESIGN.md). Identity
@@ -224,7 +224,7 @@ def derive_config(
         levels = math.ceil(math.log2(max(n_expected, 2)) / 2) + 1
     else:
         proj_dim = dim
-        levels = logk + 6
+        levels = logk + 10
     identity = encoder == "nettree" and proj_dim == dim
     vec_share = float(overrides.pop("vec_share", 0.0 if identity else 0.75))
     if not 0 <= vec_share <= 1:

@@ -105,10 +105,10 @@ class TreeDecoder:
             nodes_per_level=np.bincount(tree.level).tolist(),
             count_noise_sd=[float(np.sqrt(tree.count_var[tree.level == j][0])) for j in range(1, cfg.levels + 1) if np.any(tree.level == j)],
         )
-        sig_leaf = tree.leaves & tree.significant & (counts > 0)
-        if not np.any(sig_leaf):
-            sig_leaf = np.zeros_like(sig_leaf)
-            sig_leaf[0] = True  # only the root: one cluster, the mean
+        core = tree.coreset_nodes()
+        core = core[counts[core] > 0]
+        if core.size == 0:
+            core = np.zeros(1, dtype=np.int64)  # only the root: one cluster, the mean
 
         vec_sums = vec_q = None
         if vo.available:
@@ -122,9 +122,8 @@ class TreeDecoder:
                 sl = tree.level_slice(j)
                 pos[sl] = space.position(j, tree.coords[j])
         else:
-            assert vec_sums is not None
-            pos = clip_to_ball(vec_sums / np.maximum(weights, 1.0)[:, None])
-        core = np.flatnonzero(sig_leaf)
+            assert vec_sums is not None and vec_q is not None
+            pos = self._leaf_means(tree, vec_sums, vec_q, weights, cfg.dim)
         diag["coreset_points"] = int(core.size)
         c_core = weighted_kmeans(pos[core], weights[core], cfg.k, self.rng, restarts=self.restarts)
         d = ((pos[core][:, None, :] - c_core[None, :, :]) ** 2).sum(-1)
@@ -152,7 +151,7 @@ class TreeDecoder:
             # Identity nettree: lattice points are positions in the ball.
             sums = np.zeros((kk, cfg.dim))
             mass = np.zeros(kk)
-            leaf_ids = np.flatnonzero(sig_leaf)
+            leaf_ids = core
             lab = labels[leaf_ids]
             np.add.at(sums, lab, pos[leaf_ids] * weights[leaf_ids][:, None])
             np.add.at(mass, lab, weights[leaf_ids])
@@ -182,6 +181,31 @@ class TreeDecoder:
         y[quiet] *= (prior[quiet] / (prior[quiet] + s_q))[:, None]
         s[quiet] = prior[quiet] * s_q / (prior[quiet] + s_q)
         return tree_blue(tree.parent, tree.level, tree.expanded, y, s)
+
+    @staticmethod
+    def _leaf_means(
+        tree: NetTree,
+        sums: NDArray[np.float64],
+        q: NDArray[np.float64],
+        weights: NDArray[np.float64],
+        dim: int,
+    ) -> NDArray[np.float64]:
+        """Node means V/n, each shrunk toward its parent's (James-Stein, top-down).
+
+        A small fragment of a cluster has a noisy mean (variance d q / n^2);
+        shrinking it toward its parent keeps such fragments from pulling
+        centers of the coreset clustering far from the data.
+        """
+        raw = clip_to_ball(sums / np.maximum(weights, 1.0)[:, None])
+        noise = dim * q / np.maximum(weights, 1.0) ** 2
+        pos = raw.copy()
+        for lev in range(1, int(tree.level.max()) + 1):
+            kids = np.flatnonzero(tree.level == lev)
+            base = pos[tree.parent[kids]]
+            gap = ((raw[kids] - base) ** 2).sum(1)
+            lam = np.clip(1 - noise[kids] / np.maximum(gap, 1e-300), 0.0, 1.0)
+            pos[kids] = base + lam[:, None] * (raw[kids] - base)
+        return pos
 
     @staticmethod
     def _propagate(

@@ -10,6 +10,7 @@ for expansion, and the number of nodes per level is capped.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +35,17 @@ def compute_threshold(sorted_counts: NDArray[np.float64], k: int, a: int, gamma_
         if bottom[m - (j - 1) * ka] <= 2 * bottom[m - j * ka]:
             return (j - 1) * ka
     return min(m, gamma_steps * ka)
+
+
+def gate_z(base_z: float, queries: int) -> float:
+    """Noise gate in standard deviations for ``queries`` nodes queried at one level.
+
+    At least ``base_z``, raised to a Bonferroni bound so that about 0.05 false
+    positives are expected per level however many children are queried
+    (nettree queries 2^d' children per expanded node). Gaussian tail bound
+    P(Z > z) <= exp(-z^2 / 2) / 2.
+    """
+    return max(base_z, math.sqrt(2 * math.log(max(queries, 1) / 0.1)))
 
 
 @dataclass
@@ -62,6 +74,17 @@ class NetTree:
     @property
     def leaves(self) -> NDArray[np.bool_]:
         return ~self.expanded
+
+    def coreset_nodes(self) -> NDArray[np.int64]:
+        """Significant nodes with no significant child: the private coreset's support.
+
+        A node that was expanded but whose children all fell below the noise
+        gate still represents its mass (seed 004: a leaf of the built tree).
+        """
+        sig_child = np.zeros(self.size, dtype=bool)
+        kids = np.flatnonzero(self.significant & (self.parent >= 0))
+        sig_child[self.parent[kids]] = True
+        return np.flatnonzero(self.significant & ~sig_child)
 
 
 def build_tree(space: NodeSpace, oracle: FrequencyOracle, config: RoundConfig) -> NetTree:
@@ -110,7 +133,7 @@ def build_tree(space: NodeSpace, oracle: FrequencyOracle, config: RoundConfig) -
         coords.append(kids)
         counts.append(c)
         variances.append(np.full(kids.shape[0], var))
-        significant.append(c > tp.noise_z * sd)
+        significant.append(c > gate_z(tp.noise_z, kids.shape[0]) * sd)
         offset += est.shape[0]
     expanded.append(np.zeros(counts[-1].shape[0], dtype=bool))
     return NetTree(
