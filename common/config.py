@@ -199,15 +199,17 @@ def derive_config(
       there is no projection and lattice points are positions.
     - levels T: lsh ceil(log2 k) + 10 sign bits (two of k random centers share all T bits with probability < k^2 2^-T-1); nettree ceil(log2 n / 2) + 1
       (seed 004, Thm. 20 takes T = 0.5 log n).
-    - budget: a quarter to the histogram, the rest to the vector report,
-      whose noise dominates the centers' error (DESIGN.md). Identity
+    - budget: a quarter to the histogram (half at eps <= 2, where the tree
+      itself is hard to find), the rest to the vector report, whose noise
+      dominates the centers' error (DESIGN.md). Identity
       nettree sends no vector report: positions come from the lattice.
     - if even a cluster of n/k devices could not be located within the unit
       ball's scale (predicted center error > 1), T = 0: the whole budget
       estimates the mean, which is then the best private answer.
-    - root_share sizes the level-0 vector reports so that the mean estimate
-      (the fallback and the shrinkage target) is within the LDP mean error
-      plus 1e-3 of the truth.
+    - root_share (5%..20%) sizes the level-0 vector reports so that the mean
+      estimate (the fallback and the shrinkage target) is within the LDP
+      mean error plus 1e-3 of the truth where that costs at most 20% of the
+      vector reports.
     """
     if n_expected < 1:
         raise ConfigError(f"n_expected must be >= 1, got {n_expected}")
@@ -226,7 +228,7 @@ def derive_config(
         proj_dim = dim
         levels = logk + 10
     identity = encoder == "nettree" and proj_dim == dim
-    vec_share = float(overrides.pop("vec_share", 0.0 if identity else 0.75))
+    vec_share = float(overrides.pop("vec_share", 0.0 if identity else (0.5 if epsilon <= 2 else 0.75)))
     if not 0 <= vec_share <= 1:
         raise ConfigError(f"vec_share must be in [0, 1], got {vec_share}")
     if dim < 2:
@@ -237,7 +239,7 @@ def derive_config(
     if eps_vec > 0:
         var_v = PrivUnitParams.calibrate(dim, eps_vec).expected_sq_norm
         target = duchi_mean_variance(dim, epsilon) / n_expected + 1e-3
-        root_share = min(0.5, max(0.05, var_v / (n_expected * target)))
+        root_share = min(0.2, max(0.05, var_v / (n_expected * target)))
         predicted_center_error = var_v * k * k * 2 / ((1 - root_share) * n_expected)
         if predicted_center_error > 1.0 and not identity:
             levels, eps_vec, eps_hist, root_share = 0, epsilon, 0.0, 1.0

@@ -20,6 +20,8 @@ from shoal.server.accumulate import LevelAccumulator
 class FrequencyOracle:
     """OLH counts of nodes at each level (seed 004, Thm. 12 role)."""
 
+    HEAVY = 16
+
     def __init__(self, acc: LevelAccumulator, public: PublicRandomness) -> None:
         self.n = acc.n_devices
         self.params: LocalHashingParams | None = acc.config.hist_params
@@ -43,9 +45,49 @@ class FrequencyOracle:
             b = bucket_hash(self.seeds[None, :], kk[:, None], g)
             support[lo : lo + 2048] = table[pool[None, :], b].sum(axis=1)
         scale = self.n / nj
-        est = estimate_counts(support, nj, self.params) * scale
+        est = estimate_counts(support, nj, self.params)
+        est = self._correct_heavy_collisions(keys, est)
         var = scale * scale * nj * self.params.per_report_variance()
-        return est, var
+        return est * scale, var
+
+    def _correct_heavy_collisions(
+        self, keys: NDArray[np.uint64], est: NDArray[np.float64]
+    ) -> NDArray[np.float64]:
+        """Remove the bias that the heaviest queried nodes cause through the finite pool.
+
+        With a pool of P seeds, nodes u and v collide in a fraction F_uv of the
+        seeds, not exactly 1/g, which shifts v's estimate by
+        c * n_u * (F_uv - 1/g), c = (p - q) / (p - 1/g) (Wang et al.'s GRR
+        probabilities). The shift grows with n_u, so for the H heaviest
+        queried nodes we compute F exactly (H x P hashes) and subtract it.
+        """
+        assert self.params is not None
+        g = self.params.buckets
+        h = min(self.HEAVY, keys.shape[0])
+        if h == 0:
+            return est
+        heavy = np.argsort(-est, kind="stable")[:h]
+        heavy = heavy[est[heavy] > 0]
+        if heavy.size == 0:
+            return est
+        p = self.params.keep_probability
+        q = (1 - p) / (g - 1)
+        c = (p - q) / (p - 1.0 / g)
+        hb = bucket_hash(self.seeds[None, :], keys[heavy][:, None], g)
+        out = est.copy()
+        # First the heavy nodes among themselves (one fixed-point step), then all.
+        base = est[heavy].copy()
+        for rows in (heavy, None):
+            idx = np.arange(keys.shape[0]) if rows is None else rows
+            for lo in range(0, idx.shape[0], 1024):
+                part = idx[lo : lo + 1024]
+                b = bucket_hash(self.seeds[None, :], keys[part][:, None], g)
+                frac = (b[:, None, :] == hb[None, :, :]).mean(axis=2) - 1.0 / g
+                frac[part[:, None] == heavy[None, :]] = 0.0
+                out[part] = est[part] - c * frac @ base
+            if rows is not None:
+                base = np.maximum(out[heavy], 0.0)
+        return out
 
 
 class VectorOracle:

@@ -1,0 +1,164 @@
+"""``shoal bench``: the accuracy sweep of seed 004's Figure 1, the real
+datasets, and the frequency-oracle benchmark. Writes a markdown table, a
+JSON file and PNG plots; every table states how it was run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shoal.common.config import derive_config
+from shoal.common.hashing import bucket_hash, mix64
+from shoal.common.local_hashing import LocalHashingParams, optimal_buckets, randomise_buckets
+from shoal.common.public_random import PublicRandomness
+from shoal.server.accumulate import LevelAccumulator
+from shoal.server.datasets import Dataset, load_letter, load_uber, paper_mixture
+from shoal.server.oracles import FrequencyOracle
+from shoal.server.simulate import simulate
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}"
+
+
+def oracle_bench(n: int, eps: float, seed: int = 0, items: int = 1000, zipf: float = 1.1) -> dict[str, Any]:
+    """OLH with the public seed pool: RMSE/sqrt(n) over a Zipf(1.1) item distribution,
+    against OLH's analytic error; batch encoding rate; time for 1e4 queries."""
+    cfg = derive_config(n, 2, 2, eps, encoder="lsh", seed=seed, levels=1, eps_hist=eps, eps_vec=0.0, root_share=1.0, hist_buckets=optimal_buckets(eps))
+    hp = cfg.hist_params
+    assert hp is not None
+    public = PublicRandomness.from_config(cfg)
+    rng = np.random.default_rng(seed)
+    p = 1.0 / np.arange(1, items + 1) ** zipf
+    p /= p.sum()
+    item = rng.choice(items, size=n, p=p)
+    keys = mix64(np.arange(items, dtype=np.uint64) + np.uint64(12345))
+    t = time.perf_counter()
+    s = rng.integers(0, hp.pool, size=n)
+    y = randomise_buckets(bucket_hash(public.hist_seeds[s], keys[item], hp.buckets), hp, rng)
+    enc = time.perf_counter() - t
+    acc = LevelAccumulator(cfg)
+    acc.n_devices = n
+    acc.hist_n[1] = n
+    assert acc.hist is not None
+    acc.hist[1] = np.bincount(s * hp.buckets + y, minlength=hp.pool * hp.buckets).reshape(hp.pool, hp.buckets)
+    fo = FrequencyOracle(acc, public)
+    est, var = fo.counts(1, keys)
+    truth = np.bincount(item, minlength=items)
+    rmse = float(np.sqrt(np.mean((est - truth) ** 2)))
+    analytic = float(np.sqrt(n * LocalHashingParams(eps, hp.buckets, hp.pool).per_report_variance()))
+    q = mix64(np.arange(10_000, dtype=np.uint64))
+    t = time.perf_counter()
+    fo.counts(1, q)
+    qt = time.perf_counter() - t
+    return {
+        "n": n, "eps": eps, "buckets": hp.buckets, "pool": hp.pool,
+        "rmse_over_sqrt_n": rmse / np.sqrt(n), "analytic_over_sqrt_n": analytic / np.sqrt(n),
+        "ratio": rmse / analytic, "reports_per_second": n / enc, "seconds_per_1e4_queries": qt,
+    }
+
+
+def _datasets(args: argparse.Namespace, ns: list[int], seed: int) -> list[Dataset]:
+    out = [paper_mixture(n, seed=seed) for n in ns]
+    for loader in (load_letter, load_uber):
+        try:
+            out.append(loader(args.data_dir))
+        except FileNotFoundError:
+            print(f"shoal bench: {loader.__name__[5:]} not found under {args.data_dir}: skipped")
+    return out
+
+
+def _plots(rows: list[dict[str, Any]], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paper = [r for r in rows if r["dataset"].startswith("paper")]
+    if not paper:
+        return
+    for fixed, axis, name in (("eps", "n", "objective_vs_n.png"), ("n", "eps", "objective_vs_eps.png")):
+        fix_val = 4.0 if fixed == "eps" else max(r["n"] for r in paper)
+        fig, ax = plt.subplots(figsize=(6, 4))
+        sel = [r for r in paper if r[fixed] == fix_val]
+        for enc in sorted({r["encoder"] for r in sel}):
+            xs = sorted({r[axis] for r in sel if r["encoder"] == enc})
+            ys = [np.mean([r["normalized_objective"] for r in sel if r["encoder"] == enc and r[axis] == x]) for x in xs]
+            ax.plot(xs, ys, marker="o", label=f"shoal {enc}")
+        for key, style in (("nonprivate_objective", "k--"), ("trivial_objective", "k:")):
+            xs = sorted({r[axis] for r in sel})
+            ax.plot(xs, [np.mean([r[key] for r in sel if r[axis] == x]) for x in xs], style, label=key.split("_")[0])
+        if axis == "n":
+            ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(axis)
+        ax.set_ylabel("normalized k-means objective")
+        ax.set_title(f"paper generator d=100 k=8, {fixed}={fix_val:g}")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=100)
+        plt.close(fig)
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    ns = [int(v) for v in args.ns.split(",")]
+    epss = [float(v) for v in args.eps.split(",")]
+    encs = args.encoders.split(",")
+    seeds = args.seeds
+    if args.smoke:
+        ns, epss, seeds = [2000], [4.0], 1
+    header = f"machine: {machine()}; seeds per cell: {seeds}"
+    print("shoal bench:", header)
+    rows: list[dict[str, Any]] = []
+    for seed in range(seeds):
+        for ds in _datasets(args, ns, seed):
+            if args.smoke and ds.name in ("letter", "uber"):
+                ds = Dataset(ds.name, ds.points[:2000], ds.k, ds.bound)
+            for enc in encs:
+                for eps in epss:
+                    r = simulate(ds.points, ds.k, eps, enc, bound=ds.bound, seed=seed)
+                    r.pop("centers")
+                    r["dataset"], r["seed"] = ds.name.split("-n")[0], seed
+                    r["diagnostics"] = {k: v for k, v in r["diagnostics"].items() if k in ("tree_nodes", "coreset_points")}
+                    rows.append(r)
+                    print(f"  {r['dataset']:14s} n={r['n']:>8d} d={r['d']:>3d} k={r['k']:>2d} {enc:7s} eps={eps:g} seed={seed}: "
+                          f"obj={r['normalized_objective']:.4g} (nonpriv {r['nonprivate_objective']:.3g}, trivial {r['trivial_objective']:.3g}) "
+                          f"enc {r['encode_seconds']:.1f}s dec {r['decode_seconds']:.1f}s rss {r['peak_rss_mb']:.0f}MB", flush=True)
+    oracle = [oracle_bench(2000 if args.smoke else 100_000, e) for e in (1.0, 4.0, 8.0)]
+    for o in oracle:
+        print(f"  OLH n={o['n']} eps={o['eps']:g}: RMSE/sqrt(n)={o['rmse_over_sqrt_n']:.3f} analytic {o['analytic_over_sqrt_n']:.3f} "
+              f"ratio {o['ratio']:.3f}; {o['reports_per_second']:.3g} reports/s; 1e4 queries {o['seconds_per_1e4_queries']:.3f}s")
+    (out / "results.json").write_text(json.dumps({"machine": machine(), "rows": rows, "oracle": oracle}, indent=1))
+    lines = [f"# shoal bench\n\n{header}\n", "| dataset | n | d | k | encoder | eps | objective (mean) | nonprivate | trivial | obj/trivial | encode s | decode s | peak RSS MB |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    cells: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in rows:
+        cells.setdefault((r["dataset"], r["n"], r["d"], r["k"], r["encoder"], r["eps"]), []).append(r)
+    for key, rs in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][4], kv[0][5])):
+        m = {f: float(np.mean([r[f] for r in rs])) for f in ("normalized_objective", "nonprivate_objective", "trivial_objective", "encode_seconds", "decode_seconds", "peak_rss_mb")}
+        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {key[4]} | {key[5]:g} | {m['normalized_objective']:.4g} | {m['nonprivate_objective']:.3g} | {m['trivial_objective']:.3g} | {m['normalized_objective'] / m['trivial_objective']:.3f} | {m['encode_seconds']:.1f} | {m['decode_seconds']:.1f} | {m['peak_rss_mb']:.0f} |")
+    lines += ["", "## Frequency oracle (OLH, public seed pool), Zipf(1.1) over 1000 nodes", "", "| n | eps | buckets | pool | RMSE/sqrt(n) | analytic OLH | ratio | reports/s (batch encode) | 1e4 queries (s) |", "|---|---|---|---|---|---|---|---|---|"]
+    for o in oracle:
+        lines.append(f"| {o['n']} | {o['eps']:g} | {o['buckets']} | {o['pool']} | {o['rmse_over_sqrt_n']:.3f} | {o['analytic_over_sqrt_n']:.3f} | {o['ratio']:.3f} | {o['reports_per_second']:.3g} | {o['seconds_per_1e4_queries']:.3f} |")
+    (out / "results.md").write_text("\n".join(lines) + "\n")
+    _plots(rows, out)
+    print(f"shoal bench: wrote {out / 'results.md'}, results.json and plots")
+    return 0
