@@ -94,8 +94,10 @@ class LatticeNet:
         child = level + 1
         s_child = float(lattice_spacing(child))
         if level == 0:
-            lo = np.full((coords.shape[0], self.dim), -1.0)
-            hi = np.full((coords.shape[0], self.dim), 1.0)
+            # Paths are computed top-down, so a level-2 node may sit up to
+            # sum_{i>=2} s_i / 2 = 1 outside the ball's box [-1, 1] per axis.
+            lo = np.full((coords.shape[0], self.dim), -2.0)
+            hi = np.full((coords.shape[0], self.dim), 2.0)
         else:
             s = float(lattice_spacing(level))
             centre = self.position(level, coords)
@@ -106,7 +108,7 @@ class LatticeNet:
         cand = first[:, :, None] + np.arange(width)[None, None, :]
         pos = self.shifts[child][None, :, None] + s_child * cand
         if level == 0:
-            ok = (pos + s_child / 2 > -1.0) & (pos - s_child / 2 < 1.0)
+            ok = (pos + s_child / 2 > -2.0) & (pos - s_child / 2 < 2.0)
         else:
             s = float(lattice_spacing(level))
             parent = np.floor((pos - self.shifts[level][None, :, None]) / s + 0.5).astype(np.int64)

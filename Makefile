@@ -1,0 +1,28 @@
+# Each target creates/uses the local virtualenv .venv and installs what it needs.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: test demo bench lint clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[server,dev]'
+	touch $@
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy common client server shuffler
+
+test: lint
+	$(PY) -m pytest
+
+demo: $(VENV)/.installed
+	$(PY) -m shoal.server.demo
+
+bench: $(VENV)/.installed
+	$(VENV)/bin/shoal bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info

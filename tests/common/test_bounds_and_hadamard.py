@@ -1,0 +1,34 @@
+import numpy as np
+import pytest
+
+from shoal.common.bounds import PublicBound
+from shoal.common.errors import ConfigError
+from shoal.common.hadamard import fwht, hadamard_sign
+
+
+def test_box_maps_into_the_unit_ball_and_back():
+    b = PublicBound(low=(0.0, -1.0), high=(4.0, 1.0))
+    x = np.array([[0.0, -1.0], [4.0, 1.0], [2.0, 0.0], [9.0, 0.0]])
+    y = b.to_ball(x)
+    assert np.all(np.linalg.norm(y, axis=1) <= 1 + 1e-12)
+    assert np.allclose(b.from_ball(y[:3]), x[:3])
+    assert np.allclose(b.from_ball(y[3:]), [[4.0, 0.0]])  # clipped to the box, not rescaled
+
+
+def test_radius_clips_points_outside():
+    y = PublicBound(radius=2.0).to_ball(np.array([[6.0, 8.0]]))
+    assert np.allclose(y, [[0.6, 0.8]])
+
+
+def test_rejects_nan_points():
+    with pytest.raises(ConfigError, match="NaN"):
+        PublicBound(radius=1.0).to_ball(np.array([[np.nan, 0.0]]))
+
+
+def test_fwht_equals_the_hadamard_matrix_product():
+    m = 16
+    rows, cols = np.meshgrid(np.arange(m), np.arange(m), indexing="ij")
+    h = hadamard_sign(rows.ravel(), cols.ravel()).reshape(m, m)
+    a = np.random.default_rng(0).standard_normal((m, 3))
+    assert np.allclose(fwht(a), h @ a)
+    assert np.allclose(h @ h.T, m * np.eye(m))

@@ -1,0 +1,28 @@
+import json
+
+import numpy as np
+
+from shoal.client.cli import main
+from shoal.server.datasets import paper_mixture
+
+
+def test_simulate_json_has_exactly_the_documented_keys(tmp_path, capsys):
+    path = tmp_path / "x.npy"
+    np.save(path, paper_mixture(3000, d=5, k=2, seed=0).points)
+    assert main(["simulate", "--data", str(path), "--k", "2", "--eps", "4", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {
+        "normalized_objective", "nonprivate_objective", "trivial_objective", "n", "d", "k", "eps",
+        "encoder", "encode_seconds", "decode_seconds", "peak_rss_mb", "centers",
+    }
+    assert out["n"] == 3000 and len(out["centers"]) == 2
+
+
+def test_bench_smoke_writes_table_json_and_plots(tmp_path, capsys):
+    rc = main(["bench", "--smoke", "--out", str(tmp_path), "--data-dir", str(tmp_path / "none")])
+    assert rc == 0
+    assert (tmp_path / "results.md").exists()
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["rows"] and data["oracle"]
+    assert (tmp_path / "objective_vs_n.png").exists()
+    assert "skipped" in capsys.readouterr().out
