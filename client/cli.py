@@ -77,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--seeds", type=int, default=3)
     b.add_argument("--encoders", default="lsh,nettree")
     b.add_argument("--smoke", action="store_true", help="tiny sizes, for CI")
+    b.add_argument("--ablation", action="store_true", help="decoder before/after table instead of the sweep")
     b.set_defaults(func=_bench)
     return p
 

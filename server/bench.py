@@ -122,7 +122,37 @@ def _plots(rows: list[dict[str, Any]], out: Path) -> None:
         plt.close(fig)
 
 
+def run_ablation(args: argparse.Namespace) -> int:
+    """Before/after of the decoder's additions: consistency and shrinkage (seed 0)."""
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    cases: list[tuple[Dataset, str, float]] = []
+    for n in [int(v) for v in args.ns.split(",")]:
+        mix = paper_mixture(n, seed=0)
+        cases += [(mix, "lsh", 1.0), (mix, "lsh", 4.0), (mix, "lsh", 8.0)]
+    try:
+        uber = load_uber(args.data_dir)
+        cases += [(uber, "lsh", 4.0), (uber, "nettree", 4.0)]
+    except FileNotFoundError:
+        print(f"shoal bench: uber not found under {args.data_dir}: skipped")
+    variants = [("neither", False, False), ("consistency", True, False), ("shrinkage", False, True), ("both (default)", True, True)]
+    lines = [f"# decoder ablation\n\nmachine: {machine()}; seed 0; objective = k-means cost / n (unit ball)\n",
+             "| dataset | n | encoder | eps | " + " | ".join(v[0] for v in variants) + " | trivial |",
+             "|---|---|---|---|" + "---|" * (len(variants) + 1)]
+    for ds, enc, eps in cases:
+        objs = []
+        for _, cons, shr in variants:
+            r = simulate(ds.points, ds.k, eps, enc, bound=ds.bound, seed=0, decoder_options={"consistency": cons, "shrink": shr})
+            objs.append(r["normalized_objective"])
+        lines.append(f"| {ds.name.split('-n')[0]} | {ds.points.shape[0]} | {enc} | {eps:g} | " + " | ".join(f"{o:.4g}" for o in objs) + f" | {r['trivial_objective']:.4g} |")
+        print(lines[-1], flush=True)
+    (out / "ablation.md").write_text("\n".join(lines) + "\n")
+    return 0
+
+
 def run_bench(args: argparse.Namespace) -> int:
+    if getattr(args, "ablation", False):
+        return run_ablation(args)
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     ns = [int(v) for v in args.ns.split(",")]
@@ -153,7 +183,7 @@ def run_bench(args: argparse.Namespace) -> int:
         print(f"  OLH n={o['n']} eps={o['eps']:g}: RMSE/sqrt(n)={o['rmse_over_sqrt_n']:.3f} analytic {o['analytic_over_sqrt_n']:.3f} "
               f"ratio {o['ratio']:.3f}; {o['reports_per_second']:.3g} reports/s; 1e4 queries {o['seconds_per_1e4_queries']:.3f}s")
     (out / "results.json").write_text(json.dumps({"machine": machine(), "rows": rows, "oracle": oracle}, indent=1))
-    lines = [f"# shoal bench\n\n{header}\n", "| dataset | n | d | k | encoder | eps | objective (mean) | nonprivate | trivial | obj/trivial | encode s | decode s | peak RSS MB |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [f"# shoal bench\n\n{header}\n", "| dataset | n | d | k | encoder | eps | objective (mean) | nonprivate | trivial | obj/trivial | encode s | decode s | peak RSS MB |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     cells: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in rows:
         cells.setdefault((r["dataset"], r["n"], r["d"], r["k"], r["encoder"], r["eps"]), []).append(r)

@@ -74,9 +74,18 @@ def privacy_statement(config: RoundConfig) -> dict[str, Any]:
 class TreeDecoder:
     """Decoder for the ``lsh`` and ``nettree`` encoders."""
 
-    def __init__(self, rng: np.random.Generator | None = None, restarts: int = 5) -> None:
+    def __init__(
+        self,
+        rng: np.random.Generator | None = None,
+        restarts: int = 5,
+        consistency: bool = True,
+        shrink: bool = True,
+    ) -> None:
+        """``consistency`` and ``shrink`` switch off steps 2 and 5 (for ablations only)."""
         self.rng = rng if rng is not None else np.random.default_rng()
         self.restarts = restarts
+        self.consistency = consistency
+        self.shrink = shrink
 
     def decode(self, accumulator: LevelAccumulator) -> ClusteringResult:
         cfg = accumulator.config
@@ -99,7 +108,10 @@ class TreeDecoder:
         fo = FrequencyOracle(accumulator, public)
         tree = build_tree(space, fo, cfg)
         has_kids = tree.expanded.copy()
-        counts, count_q = tree_blue(tree.parent, tree.level, has_kids, tree.count, tree.count_var)
+        if self.consistency:
+            counts, _ = tree_blue(tree.parent, tree.level, has_kids, tree.count, tree.count_var)
+        else:
+            counts = tree.count.copy()
         diag.update(
             tree_nodes=tree.size,
             nodes_per_level=np.bincount(tree.level).tolist(),
@@ -123,7 +135,10 @@ class TreeDecoder:
                 pos[sl] = space.position(j, tree.coords[j])
         else:
             assert vec_sums is not None and vec_q is not None
-            pos = self._leaf_means(tree, vec_sums, vec_q, weights, cfg.dim)
+            if self.shrink:
+                pos = self._leaf_means(tree, vec_sums, vec_q, weights, cfg.dim)
+            else:
+                pos = clip_to_ball(vec_sums / np.maximum(weights, 1.0)[:, None])
         diag["coreset_points"] = int(core.size)
         c_core = weighted_kmeans(pos[core], weights[core], cfg.k, self.rng, restarts=self.restarts)
         d = ((pos[core][:, None, :] - c_core[None, :, :]) ** 2).sum(-1)
@@ -145,6 +160,8 @@ class TreeDecoder:
             gap = ((raw - mean) ** 2).sum(1)
             shrink = np.clip(1 - (err + e0) / np.maximum(gap, 1e-300), 0.0, 1.0)
             shrink[mass <= 0] = 0.0
+            if not self.shrink:
+                shrink = np.where(mass > 0, 1.0, 0.0)
             ball = mean + shrink[:, None] * (raw - mean)
             diag.update(shrink=shrink.tolist(), center_noise=err.tolist(), mean_noise=e0)
         else:
@@ -173,6 +190,8 @@ class TreeDecoder:
         for j in range(int(tree.level.max()) + 1):
             sl = tree.level_slice(j)
             y[sl], s[sl] = vo.sums(j, tree.keys[sl])
+        if not self.consistency:
+            return y, s
         # Count-informed estimate for nodes below the noise gate: |V| <= count.
         quiet = ~tree.significant
         bound = np.maximum(counts, 0.0) + 2 * np.sqrt(tree.count_var)

@@ -50,6 +50,7 @@ def simulate(
     encoder: Encoder = "lsh",
     bound: PublicBound | None = None,
     seed: int = 0,
+    decoder_options: dict[str, Any] | None = None,
     **overrides: Any,
 ) -> dict[str, Any]:
     """Run one round in-process; returns the fields of ``shoal simulate --json``."""
@@ -68,7 +69,7 @@ def simulate(
         acc.add(batch)
     ingest = time.perf_counter() - t - enc
     t = time.perf_counter()
-    result = TreeDecoder(rng=np.random.default_rng(seed)).decode(acc)
+    result = TreeDecoder(rng=np.random.default_rng(seed), **(decoder_options or {})).decode(acc)
     dec = time.perf_counter() - t + ingest
     ball = bound.to_ball(points)
     mean = ball.mean(axis=0, keepdims=True)
