@@ -154,7 +154,10 @@ class TreeDecoder:
             qsum = np.zeros(kk)
             np.add.at(sums, labels[pure_top], vec_sums[pure_top])
             np.add.at(mass, labels[pure_top], weights[pure_top])
-            np.add.at(qsum, labels[pure_top], vec_q[pure_top])
+            # Noise of the center: the subtrees that hold its significant nodes.
+            # Nodes below the gate carry the |V| <= count bound, not noise.
+            loud = pure_top[tree.significant[pure_top]]
+            np.add.at(qsum, labels[loud], vec_q[loud])
             raw = sums / np.maximum(mass, 1.0)[:, None]
             err = cfg.dim * qsum / np.maximum(mass, 1.0) ** 2
             gap = ((raw - mean) ** 2).sum(1)
