@@ -153,7 +153,8 @@ class TreeDecoder:
             mass = np.zeros(kk)
             qsum = np.zeros(kk)
             np.add.at(sums, labels[pure_top], vec_sums[pure_top])
-            np.add.at(mass, labels[pure_top], weights[pure_top])
+            # Unclamped consistent counts: clamping many quiet nodes at 0 would add up noise.
+            np.add.at(mass, labels[pure_top], counts[pure_top])
             # Noise of the center: the subtrees that hold its significant nodes.
             # Nodes below the gate carry the |V| <= count bound, not noise.
             loud = pure_top[tree.significant[pure_top]]
