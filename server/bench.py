@@ -150,9 +150,52 @@ def run_ablation(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_perf(args: argparse.Namespace) -> int:
+    """Encode, ingest and decode 1e6 devices (d=100, k=8, eps=4, lsh) and report
+    seconds and peak RSS; run it with OMP_NUM_THREADS=1 for one core."""
+    import resource
+
+    from shoal.client.encoder import encode_arrays, encode_batch
+    from shoal.server.decoder import TreeDecoder
+
+    n = 2000 if args.smoke else 1_000_000
+    data = paper_mixture(n, seed=0).points
+    cfg = derive_config(n, 100, 8, 4.0, encoder="lsh", seed=0)
+    rng = np.random.default_rng(1)
+    threads = os.environ.get("OMP_NUM_THREADS", "unset")
+    t = time.perf_counter()
+    batches = [encode_arrays(data[lo : lo + 250_000], cfg, rng) for lo in range(0, n, 250_000)]
+    enc = time.perf_counter() - t
+    t = time.perf_counter()
+    acc = LevelAccumulator(cfg)
+    for b in batches:
+        acc.add(b)
+    ingest = time.perf_counter() - t
+    del batches
+    t = time.perf_counter()
+    TreeDecoder(np.random.default_rng(0)).decode(acc)
+    dec = time.perf_counter() - t
+    m = min(n, 10_000)
+    t = time.perf_counter()
+    encode_batch(data[:m], cfg, rng)
+    wire = time.perf_counter() - t
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    line = (f"perf: n={n} d=100 k=8 eps=4 lsh seed=0 OMP_NUM_THREADS={threads} on {machine()}: "
+            f"encode_arrays {enc:.1f} s ({n / enc:.3g} devices/s), ingest {ingest:.1f} s, decode {dec:.1f} s, "
+            f"peak RSS {rss:.0f} MB (includes the {data.nbytes / 2**20:.0f} MB of input points); "
+            f"encode_batch to pydantic messages: {m / wire:.3g} devices/s")
+    print(line)
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "perf.txt").write_text(line + "\n")
+    return 0
+
+
 def run_bench(args: argparse.Namespace) -> int:
     if getattr(args, "ablation", False):
         return run_ablation(args)
+    if getattr(args, "perf", False):
+        return run_perf(args)
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     ns = [int(v) for v in args.ns.split(",")]

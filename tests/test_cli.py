@@ -26,3 +26,9 @@ def test_bench_smoke_writes_table_json_and_plots(tmp_path, capsys):
     assert data["rows"] and data["oracle"]
     assert (tmp_path / "objective_vs_n.png").exists()
     assert "skipped" in capsys.readouterr().out
+
+
+def test_perf_smoke_reports_how_it_was_run(tmp_path, capsys):
+    assert main(["bench", "--perf", "--smoke", "--out", str(tmp_path)]) == 0
+    line = (tmp_path / "perf.txt").read_text()
+    assert "n=2000 d=100 k=8 eps=4" in line and "peak RSS" in line
