@@ -38,7 +38,7 @@ from shoal.common.nets import LatticeNet, node_space
 from shoal.common.public_random import PublicRandomness
 from shoal.server.accumulate import LevelAccumulator
 from shoal.server.consistency import tree_blue
-from shoal.server.kmeans import weighted_kmeans
+from shoal.server.kmeans import assign, weighted_kmeans
 from shoal.server.oracles import FrequencyOracle, VectorOracle
 from shoal.server.tree import NetTree, build_tree
 
@@ -124,7 +124,7 @@ class TreeDecoder:
 
         vec_sums = vec_q = None
         if vo.available:
-            vec_sums, vec_q = self._vector_blue(tree, vo, counts, space)
+            vec_sums, vec_q = self._vector_blue(tree, vo, counts)
 
         # Coreset positions.
         weights = np.maximum(counts, 0.0)
@@ -141,8 +141,7 @@ class TreeDecoder:
                 pos = clip_to_ball(vec_sums / np.maximum(weights, 1.0)[:, None])
         diag["coreset_points"] = int(core.size)
         c_core = weighted_kmeans(pos[core], weights[core], cfg.k, self.rng, restarts=self.restarts)
-        d = ((pos[core][:, None, :] - c_core[None, :, :]) ** 2).sum(-1)
-        labels_core = d.argmin(axis=1)
+        labels_core = assign(pos[core], c_core)
         kk = c_core.shape[0]
         labels, pure_top = self._propagate(tree, core, labels_core, kk)
 
@@ -186,10 +185,10 @@ class TreeDecoder:
         return self._result(cfg, ball, mass, diag, t0)
 
     def _vector_blue(
-        self, tree: NetTree, vo: VectorOracle, counts: NDArray[np.float64], space: Any
+        self, tree: NetTree, vo: VectorOracle, counts: NDArray[np.float64]
     ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        cfg = vo
-        y = np.zeros((tree.size, cfg.dim))
+        """Vector sums of every tree node, made consistent (module doc, step 2)."""
+        y = np.zeros((tree.size, vo.dim))
         s = np.zeros(tree.size)
         for j in range(int(tree.level.max()) + 1):
             sl = tree.level_slice(j)
@@ -199,7 +198,7 @@ class TreeDecoder:
         # Count-informed estimate for nodes below the noise gate: |V| <= count.
         quiet = ~tree.significant
         bound = np.maximum(counts, 0.0) + 2 * np.sqrt(tree.count_var)
-        prior = np.maximum(bound, 1e-9) ** 2 / cfg.dim
+        prior = np.maximum(bound, 1e-9) ** 2 / vo.dim
         s_q = np.clip(s[quiet], 1e-12, 1e30)
         y[quiet] *= (prior[quiet] / (prior[quiet] + s_q))[:, None]
         s[quiet] = prior[quiet] * s_q / (prior[quiet] + s_q)
