@@ -78,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--encoders", default="lsh,nettree")
     b.add_argument("--smoke", action="store_true", help="tiny sizes, for CI")
     b.add_argument("--ablation", action="store_true", help="decoder before/after table instead of the sweep")
+    b.add_argument("--oracle", action="store_true", help="only the frequency-oracle benchmark")
     b.add_argument("--perf", action="store_true", help="time encode/ingest/decode of 1e6 devices instead of the sweep")
     b.set_defaults(func=_bench)
     return p
