@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import secrets
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from shoal.common.bounds import PublicBound
@@ -266,3 +266,28 @@ def derive_config(
     )
     params.update(overrides)
     return RoundConfig(**params)
+
+
+def config_to_dict(config: RoundConfig) -> dict[str, Any]:
+    """A JSON-ready dict of every public parameter (the published round config)."""
+    out = asdict(config)
+    for key in ("low", "high"):
+        if out["bound"][key] is not None:
+            out["bound"][key] = list(out["bound"][key])
+    return out
+
+
+def config_from_dict(data: dict[str, Any]) -> RoundConfig:
+    """Inverse of ``config_to_dict``; validates everything again."""
+    try:
+        fields = dict(data)
+        b = dict(fields.pop("bound"))
+        bound = PublicBound(
+            radius=b.get("radius"),
+            low=tuple(b["low"]) if b.get("low") is not None else None,
+            high=tuple(b["high"]) if b.get("high") is not None else None,
+        )
+        tree = TreeParams(**fields.pop("tree", {}))
+        return RoundConfig(bound=bound, tree=tree, **fields)
+    except (KeyError, TypeError) as exc:
+        raise ConfigError(f"not a round config: {exc}") from exc

@@ -107,3 +107,20 @@ def test_config_is_immutable():
     with pytest.raises(AttributeError):
         cfg.k = 3  # type: ignore[misc]
     assert isinstance(cfg, RoundConfig)
+
+
+def test_config_round_trips_through_json():
+    import json
+
+    from shoal.common.config import config_from_dict, config_to_dict
+
+    for cfg in (base(), base(encoder="nettree"), derive_config(1000, 2, 3, 1.0, bound=PublicBound(low=(0.0, 1.0), high=(2.0, 3.0)), seed=1)):
+        back = config_from_dict(json.loads(json.dumps(config_to_dict(cfg))))
+        assert back == cfg
+
+
+def test_config_from_dict_rejects_garbage():
+    from shoal.common.config import config_from_dict
+
+    with pytest.raises(ConfigError, match="not a round config"):
+        config_from_dict({"k": 3})

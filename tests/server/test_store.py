@@ -1,0 +1,88 @@
+"""Stores: SQLite always; PostgreSQL against the real server on 127.0.0.1:5432."""
+
+import secrets
+
+import numpy as np
+import pytest
+
+from shoal.client.encoder import encode_arrays
+from shoal.common.config import config_to_dict, derive_config
+from shoal.common.messages import new_message_id
+from shoal.server.store import PostgresStore, SQLiteStore, StoreError, open_store
+
+PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def _pg_store():
+    try:
+        import psycopg
+
+        conn = psycopg.connect(PG_URL, autocommit=True, connect_timeout=3)
+    except Exception as exc:  # noqa: BLE001 - any connection failure means "not available"
+        pytest.skip(f"PostgreSQL not reachable at {PG_URL}: {exc}")
+    schema = "t_" + secrets.token_hex(4)
+    conn.execute(f"CREATE SCHEMA {schema}")
+    conn.close()
+    store = PostgresStore(PG_URL + f"?options=-csearch_path%3D{schema}")
+    yield store
+    store._conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request, tmp_path):
+    if request.param == "sqlite":
+        yield SQLiteStore(str(tmp_path / "s.db"))
+    else:
+        yield from _pg_store()
+
+
+def _batch(n=50):
+    cfg = derive_config(1000, 4, 2, 2.0, seed=1)
+    return cfg, encode_arrays(np.random.default_rng(0).uniform(-0.4, 0.4, (n, 4)), cfg)
+
+
+def test_reports_round_trip_exactly(store):
+    cfg, batch = _batch()
+    store.create_round("r1", config_to_dict(cfg))
+    ids = [new_message_id() for _ in range(len(batch))]
+    assert store.add_reports("r1", ids, batch) == len(batch)
+    back = store.load_reports("r1", cfg.dim)
+    order = np.argsort(ids)
+    assert np.array_equal(back.hist_bucket, batch.hist_bucket[order])
+    assert np.array_equal(back.vec, batch.vec[order])
+
+
+def test_a_repeated_message_id_is_stored_once(store):
+    cfg, batch = _batch(10)
+    store.create_round("r1", config_to_dict(cfg))
+    ids = [new_message_id() for _ in range(10)]
+    assert store.add_reports("r1", ids, batch) == 10
+    assert store.add_reports("r1", ids, batch) == 0
+    assert store.count_reports("r1") == 10
+
+
+def test_round_state_and_deletion(store):
+    cfg, batch = _batch(5)
+    store.create_round("r1", config_to_dict(cfg))
+    assert store.get_round("r1").state == "open"
+    store.set_state("r1", "done", result={"centers": [[0.0]]})
+    row = store.get_round("r1")
+    assert row.state == "done" and row.result == {"centers": [[0.0]]}
+    store.delete_round("r1")
+    with pytest.raises(StoreError, match="unknown round"):
+        store.get_round("r1")
+
+
+def test_rejects_unknown_state(store):
+    with pytest.raises(StoreError, match="state"):
+        store.set_state("r1", "running")
+
+
+def test_sqlite_is_in_wal_mode(tmp_path):
+    s = SQLiteStore(str(tmp_path / "w.db"))
+    assert s._execute("PRAGMA journal_mode")[0][0] == "wal"
+
+
+def test_open_store_rejects_unknown_schemes():
+    with pytest.raises(StoreError, match="unsupported"):
+        open_store("mysql://x")
