@@ -211,12 +211,12 @@ class PostgresStore(Store):
 
     def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with self._lock, self._conn.cursor() as cur:
-            cur.execute(sql.encode(), params)  # type: ignore[arg-type]
+            cur.execute(sql.encode(), params)
             return list(cur.fetchall()) if cur.description else []
 
     def _executemany(self, sql: str, rows: list[tuple[Any, ...]]) -> int:
         with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
-            cur.executemany(sql.encode(), rows)  # type: ignore[arg-type]
+            cur.executemany(sql.encode(), rows)
             return max(cur.rowcount, 0)
 
 
