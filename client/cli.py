@@ -57,6 +57,20 @@ def _bench(args: argparse.Namespace) -> int:
     return run_bench(args)
 
 
+def _server(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from shoal.server.app import create_app
+    from shoal.server.settings import load_settings
+
+    settings = load_settings(host=args.host, db_url=args.db)
+    if settings.generated_tokens:
+        print(f"shoal server: generated tokens (set SHOAL_OPERATOR_TOKEN/SHOAL_SHUFFLER_TOKEN to choose them)\n"
+              f"  operator: {settings.operator_token}\n  shuffler: {settings.shuffler_token}", flush=True)
+    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="shoal", description="Federated k-means with local differential privacy")
     sub = p.add_subparsers(dest="verb", required=True)
@@ -69,6 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.set_defaults(func=_simulate)
+    sv = sub.add_parser("server", help="run the aggregation server (needs shoal[server])")
+    sv.add_argument("--host", default="127.0.0.1")
+    sv.add_argument("--port", type=int, default=8000)
+    sv.add_argument("--db", default=None, help="sqlite:///PATH or postgresql://... (default $SHOAL_DB_URL)")
+    sv.add_argument("--log-level", default="warning")
+    sv.set_defaults(func=_server)
     b = sub.add_parser("bench", help="accuracy sweep and frequency-oracle benchmark")
     b.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
     b.add_argument("--out", type=Path, default=Path("tests/bench/results"))

@@ -38,7 +38,11 @@ _SCHEMA = [
 
 
 class StoreError(ShoalError):
-    """The store cannot do what was asked (unknown round, bad URL)."""
+    """The store cannot do what was asked (bad URL, bad state name)."""
+
+
+class UnknownRound(StoreError):
+    """No round with that id."""
 
 
 @dataclass(frozen=True)
@@ -91,7 +95,7 @@ class Store(abc.ABC):
             (round_id,),
         )
         if not rows:
-            raise StoreError(f"unknown round {round_id!r}")
+            raise UnknownRound(f"unknown round {round_id!r}")
         return self._row(rows[0])
 
     def list_rounds(self) -> list[RoundRow]:

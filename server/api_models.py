@@ -1,0 +1,78 @@
+"""HTTP-edge models: separate input and output shapes, mirroring the dataclasses."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from shoal.common.messages import DeviceMessage
+
+
+class BoundIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    radius: float | None = Field(default=None, gt=0)
+    low: list[float] | None = Field(default=None, max_length=10_000)
+    high: list[float] | None = Field(default=None, max_length=10_000)
+
+    @model_validator(mode="after")
+    def _finite(self) -> BoundIn:
+        for v in [self.radius or 1.0, *(self.low or []), *(self.high or [])]:
+            if not math.isfinite(v):
+                raise ValueError("bounds must be finite numbers")
+        return self
+
+
+class CreateRoundIn(BaseModel):
+    """What an operator gives; every other parameter is derived (``derive_config``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    k: int = Field(ge=1, le=1000)
+    dim: int = Field(ge=1, le=10_000)
+    epsilon: float = Field(gt=0, le=50)
+    n_expected: int = Field(ge=1, le=10**9)
+    encoder: Literal["lsh", "nettree"] = "lsh"
+    model: Literal["local"] = "local"
+    bound: BoundIn = Field(default_factory=lambda: BoundIn(radius=1.0))
+    tuning: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("epsilon")
+    @classmethod
+    def _finite_eps(cls, v: float) -> float:
+        if not math.isfinite(v):
+            raise ValueError("epsilon must be finite")
+        return v
+
+
+class RoundOut(BaseModel):
+    id: str
+    state: str
+    reports: int
+    created: float
+    config: dict[str, Any]
+    server_public_key: str
+    error: str | None = None
+
+
+class BatchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    messages: list[DeviceMessage] = Field(min_length=1)
+
+
+class AcceptedOut(BaseModel):
+    accepted: int
+    duplicates: int
+
+
+class SealedBatchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    sealed: list[str] = Field(min_length=1, description="base64 sealed messages")
+
+
+class ResultOut(BaseModel):
+    round_id: str
+    centers: list[list[float]]
+    sizes: list[float]
+    privacy: dict[str, Any]
+    diagnostics: dict[str, Any]

@@ -1,0 +1,43 @@
+"""HTTP status codes for shoal's errors, chosen in one place."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from shoal.common.envelope import EnvelopeError
+from shoal.common.errors import ConfigError, DecodeError, PrivacyError, ReportError, ShoalError
+from shoal.server.service import RoundStateError
+from shoal.server.store import UnknownRound
+
+STATUS: list[tuple[type[ShoalError], int]] = [
+    (UnknownRound, 404),
+    (RoundStateError, 409),
+    (DecodeError, 409),
+    (ReportError, 422),
+    (ConfigError, 422),
+    (PrivacyError, 422),
+    (EnvelopeError, 400),
+    (ShoalError, 400),
+]
+
+
+def status_for(exc: ShoalError) -> int:
+    for cls, code in STATUS:
+        if isinstance(exc, cls):
+            return code
+    return 400
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # Echo where and why, never the offending input (it may hold NaN, which
+        # JSON cannot carry, or a device's data).
+        detail = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")} for e in exc.errors()]
+        return JSONResponse(status_code=422, content={"detail": detail})
+
+    @app.exception_handler(ShoalError)
+    async def _shoal_error(request: Request, exc: ShoalError) -> JSONResponse:
+        return JSONResponse(status_code=status_for(exc), content={"detail": str(exc), "error": type(exc).__name__})

@@ -1,0 +1,41 @@
+"""/rounds/{id}/reports (devices) and /rounds/{id}/shuffled (the shuffler)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, HTTPException
+
+from shoal.common.messages import DeviceMessage
+from shoal.server.api_models import AcceptedOut, BatchIn, SealedBatchIn
+from shoal.server.deps import Service, Shuffler
+
+router = APIRouter(prefix="/rounds/{round_id}", tags=["reports"])
+
+
+def _check_round(round_id: str, messages: list[DeviceMessage]) -> None:
+    for m in messages:
+        if m.round_id != round_id:
+            raise HTTPException(status_code=422, detail=f"message for round {m.round_id!r} posted to round {round_id!r}")
+
+
+@router.post("/reports", status_code=202, response_model=AcceptedOut)
+def post_report(round_id: str, body: DeviceMessage, service: Service) -> AcceptedOut:
+    _check_round(round_id, [body])
+    new, dup = service.ingest(round_id, [body])
+    return AcceptedOut(accepted=new, duplicates=dup)
+
+
+@router.post("/reports/batch", status_code=202, response_model=AcceptedOut)
+def post_batch(round_id: str, body: BatchIn, service: Service) -> AcceptedOut:
+    if len(body.messages) > service.settings.max_batch:
+        raise HTTPException(status_code=413, detail=f"batch of {len(body.messages)} messages exceeds {service.settings.max_batch}")
+    _check_round(round_id, body.messages)
+    new, dup = service.ingest(round_id, body.messages)
+    return AcceptedOut(accepted=new, duplicates=dup)
+
+
+@router.post("/shuffled", status_code=202, response_model=AcceptedOut)
+def post_shuffled(round_id: str, body: SealedBatchIn, service: Service, _: Shuffler) -> AcceptedOut:
+    if len(body.sealed) > service.settings.max_batch:
+        raise HTTPException(status_code=413, detail=f"batch of {len(body.sealed)} messages exceeds {service.settings.max_batch}")
+    new, dup = service.ingest_sealed(round_id, body.sealed)
+    return AcceptedOut(accepted=new, duplicates=dup)

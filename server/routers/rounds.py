@@ -1,0 +1,57 @@
+"""/rounds: create, list, inspect, configure, cluster, results, delete."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from shoal.server.api_models import CreateRoundIn, ResultOut, RoundOut
+from shoal.server.deps import Operator, Service
+from shoal.server.store import RoundRow
+
+router = APIRouter(prefix="/rounds", tags=["rounds"])
+
+
+def _out(row: RoundRow, service: Service) -> RoundOut:
+    return RoundOut(
+        id=row.id, state=row.state, reports=row.reports, created=row.created,
+        config=row.config, server_public_key=service.public_key, error=row.error,
+    )
+
+
+@router.post("", status_code=201, response_model=RoundOut)
+def create_round(body: CreateRoundIn, service: Service, _: Operator) -> RoundOut:
+    return _out(service.create(body), service)
+
+
+@router.get("", response_model=list[RoundOut])
+def list_rounds(service: Service, _: Operator) -> list[RoundOut]:
+    return [_out(r, service) for r in service.store.list_rounds()]
+
+
+@router.get("/{round_id}", response_model=RoundOut)
+def get_round(round_id: str, service: Service) -> RoundOut:
+    return _out(service.get(round_id), service)
+
+
+@router.get("/{round_id}/config")
+def get_config(round_id: str, service: Service, response: Response) -> dict[str, object]:
+    row = service.get(round_id)
+    response.headers["Cache-Control"] = "public, max-age=300"
+    return {"round_id": row.id, "config": row.config, "server_public_key": service.public_key}
+
+
+@router.post("/{round_id}/cluster", response_model=ResultOut)
+def cluster(round_id: str, service: Service, _: Operator) -> ResultOut:
+    # A sync endpoint: FastAPI runs it in its thread pool, off the event loop.
+    return ResultOut(**service.cluster(round_id))
+
+
+@router.get("/{round_id}/result", response_model=ResultOut)
+def result(round_id: str, service: Service) -> ResultOut:
+    return ResultOut(**service.result(round_id))
+
+
+@router.delete("/{round_id}", status_code=204)
+def delete_round(round_id: str, service: Service, _: Operator) -> Response:
+    service.delete(round_id)
+    return Response(status_code=204)
