@@ -71,7 +71,9 @@ def test_bad_input_is_rejected_precisely_and_nothing_is_stored(server):
     cases.append(("round mismatch", httpx.post(url, json=good | {"round_id": "other"}), 422, "posted to round"))
     bad = good | {"vec": good["vec"] | {"z": good["vec"]["z"][:3]}}
     cases.append(("wrong length", httpx.post(url, json=bad), 422, "entries"))
-    nan = httpx.post(url, content=('{"round_id":"%s","message_id":"%s","vec":{"level":0,"row":0,"z":[NaN,1,1,1,1,1,1,1]}}' % (rid, "a" * 32)).encode(), headers={"content-type": "application/json"})
+    nan_body = '{"round_id":"RID","message_id":"MID","vec":{"level":0,"row":0,"z":[NaN,1,1,1,1,1,1,1]}}'
+    nan_body = nan_body.replace("RID", rid).replace("MID", "a" * 32)
+    nan = httpx.post(url, content=nan_body.encode(), headers={"content-type": "application/json"})
     cases.append(("NaN", nan, 422, "finite"))
     lvl = good | {"hist": good["hist"] | {"level": 60}}
     cases.append(("level out of range", httpx.post(url, json=lvl), 422, "level"))
