@@ -71,6 +71,19 @@ def _server(args: argparse.Namespace) -> int:
     return 0
 
 
+def _client_report(args: argparse.Namespace) -> int:
+    from shoal.client.device import Device
+
+    try:
+        point = [float(v) for v in args.point.split(",")]
+    except ValueError:
+        print(f"shoal client report: --point must be comma-separated numbers, got {args.point!r}", file=sys.stderr)
+        return 2
+    out = Device(args.server, args.ledger, cap=args.cap).participate(args.round, point)
+    print(json.dumps(out))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="shoal", description="Federated k-means with local differential privacy")
     sub = p.add_subparsers(dest="verb", required=True)
@@ -83,6 +96,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.set_defaults(func=_simulate)
+    cl = sub.add_parser("client", help="device-side commands")
+    clsub = cl.add_subparsers(dest="client_verb", required=True)
+    rep = clsub.add_parser("report", help="encode one point for a round and send it")
+    rep.add_argument("--server", required=True)
+    rep.add_argument("--round", required=True)
+    rep.add_argument("--point", required=True, help="comma-separated coordinates")
+    rep.add_argument("--ledger", default=str(Path.home() / ".shoal" / "ledger.json"))
+    rep.add_argument("--cap", type=float, default=10.0, help="this device's total epsilon cap")
+    rep.set_defaults(func=_client_report)
     sv = sub.add_parser("server", help="run the aggregation server (needs shoal[server])")
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=8000)
