@@ -84,6 +84,22 @@ def _client_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _shuffler(args: argparse.Namespace) -> int:
+    import os
+
+    import uvicorn
+
+    from shoal.shuffler.app import ShufflerSettings, create_app
+
+    token = os.environ.get("SHOAL_SHUFFLER_TOKEN", "")
+    if not token:
+        print("shoal shuffler: set SHOAL_SHUFFLER_TOKEN to the server's shuffler token", file=sys.stderr)
+        return 2
+    settings = ShufflerSettings(server_url=args.server_url.rstrip("/"), token=token, db_path=args.db, min_batch=args.min_batch)
+    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="shoal", description="Federated k-means with local differential privacy")
     sub = p.add_subparsers(dest="verb", required=True)
@@ -111,6 +127,14 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--db", default=None, help="sqlite:///PATH or postgresql://... (default $SHOAL_DB_URL)")
     sv.add_argument("--log-level", default="warning")
     sv.set_defaults(func=_server)
+    sh = sub.add_parser("shuffler", help="run the shuffler (needs shoal[server])")
+    sh.add_argument("--server-url", required=True)
+    sh.add_argument("--min-batch", type=int, default=100)
+    sh.add_argument("--host", default="127.0.0.1")
+    sh.add_argument("--port", type=int, default=8001)
+    sh.add_argument("--db", default="shoal-shuffler.db")
+    sh.add_argument("--log-level", default="warning")
+    sh.set_defaults(func=_shuffler)
     b = sub.add_parser("bench", help="accuracy sweep and frequency-oracle benchmark")
     b.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
     b.add_argument("--out", type=Path, default=Path("tests/bench/results"))

@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent))
-
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -18,11 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+sys.path.insert(0, str(Path(__file__).parent))
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests_helpers import free_port  # noqa: E402
 
 
 @dataclass

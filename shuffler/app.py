@@ -1,0 +1,127 @@
+"""The shuffler: accept sealed messages, batch, threshold, shuffle, forward.
+
+Devices POST one sealed message per round with their device token; the
+shuffler buffers them durably and, once at least ``min_batch`` are
+buffered for a round, forwards a uniformly random permutation (``secrets``)
+of all of them to the server's ``/rounds/{id}/shuffled`` with its own
+credential, retrying until the server acknowledges; only then are they
+dropped from the buffer (a crash in between re-forwards, and the server
+counts each message id once). Nothing but the sealed bytes is forwarded.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import threading
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Annotated
+
+import httpx
+from fastapi import FastAPI, Header, HTTPException
+from pydantic import BaseModel, ConfigDict, Field
+
+from shoal.shuffler.buffer import Buffer
+
+
+@dataclass(frozen=True)
+class ShufflerSettings:
+    server_url: str
+    token: str
+    db_path: str = "shoal-shuffler.db"
+    min_batch: int = 100
+    poll_seconds: float = 0.2
+    max_sealed_bytes: int = 1 << 20
+
+
+class SealedIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    sealed: str = Field(min_length=4, max_length=4 << 20, description="base64 sealed message")
+
+
+class Forwarder:
+    def __init__(self, settings: ShufflerSettings, buffer: Buffer) -> None:
+        self.s = settings
+        self.buffer = buffer
+        self.http = httpx.Client(timeout=60)
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self.forwarded = 0
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            for rid in self.buffer.rounds_ready(self.s.min_batch):
+                try:
+                    self.release(rid)
+                except (httpx.HTTPError, RuntimeError):
+                    time.sleep(self.s.poll_seconds)  # retried on the next pass
+            self._stop.wait(self.s.poll_seconds)
+
+    def release(self, round_id: str) -> int:
+        """Forward every buffered message of a round, shuffled, if there are >= min_batch."""
+        with self._lock:
+            items = self.buffer.take(round_id)
+            if len(items) < self.s.min_batch:
+                return 0
+            secrets.SystemRandom().shuffle(items)
+            body = {"sealed": [base64.b64encode(s).decode() for _, s in items]}
+            r = self.http.post(f"{self.s.server_url}/rounds/{round_id}/shuffled", json=body,
+                               headers={"Authorization": f"Bearer {self.s.token}"})
+            if r.status_code != 202:
+                raise RuntimeError(f"server refused the batch: {r.status_code} {r.text}")
+            self.buffer.forget(round_id, [d for d, _ in items])
+            self.forwarded += len(items)
+            return len(items)
+
+
+def create_app(settings: ShufflerSettings) -> FastAPI:
+    buffer = Buffer(settings.db_path)
+    forwarder = Forwarder(settings, buffer)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        forwarder.start()
+        yield
+        forwarder.stop()
+
+    app = FastAPI(title="shoal shuffler", version="0.1.0", lifespan=lifespan)
+    app.state.forwarder = forwarder
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, object]:
+        return {"status": "ok", "min_batch": settings.min_batch, "forwarded": forwarder.forwarded}
+
+    @app.post("/rounds/{round_id}/messages", status_code=202)
+    def post_message(round_id: str, body: SealedIn, x_device_token: Annotated[str | None, Header()] = None) -> dict[str, int]:
+        if not x_device_token or len(x_device_token) < 16:
+            raise HTTPException(status_code=401, detail="X-Device-Token header (>= 16 chars) required")
+        try:
+            raw = base64.b64decode(body.sealed, validate=True)
+        except ValueError as exc:
+            raise HTTPException(status_code=422, detail="sealed must be base64") from exc
+        if len(raw) > settings.max_sealed_bytes:
+            raise HTTPException(status_code=413, detail=f"sealed message over {settings.max_sealed_bytes} bytes")
+        if not buffer.add(round_id, x_device_token, raw):
+            raise HTTPException(status_code=409, detail="this device already sent a message for this round")
+        return {"buffered": buffer.count(round_id)}
+
+    @app.post("/rounds/{round_id}/flush")
+    def flush(round_id: str, authorization: Annotated[str | None, Header()] = None) -> dict[str, int]:
+        if authorization != f"Bearer {settings.token}":
+            raise HTTPException(status_code=403, detail="flush needs the shuffler token")
+        n = buffer.count(round_id)
+        if n < settings.min_batch:
+            raise HTTPException(status_code=409, detail=f"only {n} messages buffered, below min_batch {settings.min_batch}")
+        return {"forwarded": forwarder.release(round_id)}
+
+    return app

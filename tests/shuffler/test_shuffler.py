@@ -1,0 +1,103 @@
+"""The shuffler between devices and a real server, all on loopback."""
+
+import base64
+import sqlite3
+import subprocess
+import sys
+import time
+
+import httpx
+import numpy as np
+import pytest
+from tests_helpers import free_port
+
+from shoal.client.encoder import encode_arrays
+from shoal.common.config import config_from_dict
+from shoal.common.envelope import seal
+
+
+@pytest.fixture
+def shuffler(server, tmp_path):
+    port = free_port()
+    env = dict(server.env)
+    db = str(tmp_path / "shuffler.db")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "shoal.client.cli", "shuffler", "--server-url", server.url, "--port", str(port),
+         "--min-batch", "20", "--db", db],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(200):
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    yield url, db, proc
+    proc.kill()
+    proc.wait()
+
+
+def _sealed_messages(server, n):
+    r = httpx.post(server.url + "/rounds", json={"k": 2, "dim": 3, "epsilon": 2.0, "n_expected": 1000},
+                   headers=server.op_headers())
+    rnd = r.json()
+    cfg = config_from_dict(rnd["config"])
+    key = base64.b64decode(rnd["server_public_key"])
+    msgs = encode_arrays(np.random.default_rng(0).uniform(-0.5, 0.5, (n, 3)), cfg).to_messages()
+    return rnd["id"], [base64.b64encode(seal(m.model_dump_json().encode(), key, rnd["id"])).decode() for m in msgs]
+
+
+def _wait_reports(server, rid, n, seconds=10.0):
+    end = time.time() + seconds
+    while time.time() < end:
+        if httpx.get(server.url + f"/rounds/{rid}").json()["reports"] >= n:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_batches_are_released_only_from_min_batch_on(server, shuffler):
+    url, db, _ = shuffler
+    rid, sealed = _sealed_messages(server, 25)
+    for i in range(19):
+        r = httpx.post(url + f"/rounds/{rid}/messages", json={"sealed": sealed[i]}, headers={"X-Device-Token": f"device-{i:012d}"})
+        assert r.status_code == 202
+    time.sleep(0.6)
+    assert httpx.get(server.url + f"/rounds/{rid}").json()["reports"] == 0
+    r = httpx.post(url + f"/rounds/{rid}/flush", headers={"Authorization": f"Bearer {server.shuffler}"})
+    assert r.status_code == 409 and "below min_batch" in r.text
+    httpx.post(url + f"/rounds/{rid}/messages", json={"sealed": sealed[19]}, headers={"X-Device-Token": "device-000000000019"})
+    assert _wait_reports(server, rid, 20)
+    assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM buffer").fetchone()[0] == 0
+
+
+def test_one_message_per_device_per_round(server, shuffler):
+    url, _, _ = shuffler
+    rid, sealed = _sealed_messages(server, 2)
+    h = {"X-Device-Token": "device-aaaaaaaaaaaa"}
+    assert httpx.post(url + f"/rounds/{rid}/messages", json={"sealed": sealed[0]}, headers=h).status_code == 202
+    r = httpx.post(url + f"/rounds/{rid}/messages", json={"sealed": sealed[1]}, headers=h)
+    assert r.status_code == 409 and "already sent" in r.text
+    assert httpx.post(url + f"/rounds/{rid}/messages", json={"sealed": sealed[1]}).status_code == 401
+
+
+def test_the_shuffler_holds_only_ciphertext_and_no_device_token(server, shuffler):
+    url, db, _ = shuffler
+    rid, sealed = _sealed_messages(server, 3)
+    for i, s in enumerate(sealed):
+        httpx.post(url + f"/rounds/{rid}/messages", json={"sealed": s}, headers={"X-Device-Token": f"secret-device-{i:04d}"})
+    dump = "\n".join(sqlite3.connect(db).iterdump())
+    assert "secret-device" not in dump
+    rows = sqlite3.connect(db).execute("SELECT sealed FROM buffer").fetchall()
+    assert rows and all(b"hist" not in bytes(r[0]) and b"message_id" not in bytes(r[0]) for r in rows)
+
+
+def test_buffered_messages_survive_a_shuffler_crash(server, shuffler, tmp_path):
+    url, db, proc = shuffler
+    rid, sealed = _sealed_messages(server, 10)
+    for i, s in enumerate(sealed):
+        assert httpx.post(url + f"/rounds/{rid}/messages", json={"sealed": s}, headers={"X-Device-Token": f"device-{i:012d}"}).status_code == 202
+    proc.kill()
+    proc.wait()
+    assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM buffer").fetchone()[0] == 10
