@@ -100,6 +100,12 @@ def _shuffler(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sim(args: argparse.Namespace) -> int:
+    from shoal.server.sim import run_sim
+
+    return run_sim(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="shoal", description="Federated k-means with local differential privacy")
     sub = p.add_subparsers(dest="verb", required=True)
@@ -135,6 +141,22 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("--db", default="shoal-shuffler.db")
     sh.add_argument("--log-level", default="warning")
     sh.set_defaults(func=_shuffler)
+    sm = sub.add_parser("sim", help="server, shuffler and N simulated devices on 127.0.0.1")
+    sm.add_argument("--users", type=int, default=5000)
+    sm.add_argument("--via-shuffler", action="store_true")
+    sm.add_argument("--dataset", default="city", help="city | gauss | uber | letter | FILE.npy")
+    sm.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
+    sm.add_argument("--k", type=int, default=None)
+    sm.add_argument("--eps", type=float, default=4.0)
+    sm.add_argument("--encoder", choices=("lsh", "nettree"), default="nettree")
+    sm.add_argument("--radius", type=float, default=1.0)
+    sm.add_argument("--concurrency", type=int, default=50)
+    sm.add_argument("--min-batch", type=int, default=100)
+    sm.add_argument("--server-url", default=None)
+    sm.add_argument("--shuffler-url", default=None)
+    sm.add_argument("--seed", type=int, default=0)
+    sm.add_argument("--json", action="store_true")
+    sm.set_defaults(func=_sim)
     b = sub.add_parser("bench", help="accuracy sweep and frequency-oracle benchmark")
     b.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
     b.add_argument("--out", type=Path, default=Path("tests/bench/results"))

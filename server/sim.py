@@ -1,0 +1,220 @@
+"""``shoal sim``: a server, optionally a shuffler, and N simulated devices on 127.0.0.1.
+
+Starts the services as separate processes (unless ``--server-url`` is given),
+creates a round, lets N devices send concurrently (asyncio + httpx, bounded
+concurrency), triggers clustering and reports accuracy and throughput. Only
+loopback addresses are ever targeted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import httpx
+import numpy as np
+
+from shoal.client.encoder import encode_arrays
+from shoal.common.config import config_from_dict
+from shoal.common.envelope import seal
+from shoal.server.datasets import Dataset, city_locations, load_letter, load_uber, paper_mixture
+from shoal.server.kmeans import kmeans_cost
+from shoal.server.settings import is_loopback
+from shoal.server.simulate import nonprivate_objective
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _dataset(args: argparse.Namespace) -> Dataset:
+    name = args.dataset
+    if name == "city":
+        return city_locations(args.users, seed=args.seed)
+    if name == "gauss":
+        return paper_mixture(args.users, d=10, k=args.k or 5, seed=args.seed)
+    if name in ("uber", "letter"):
+        ds = (load_uber if name == "uber" else load_letter)(args.data_dir)
+        idx = np.random.default_rng(args.seed).permutation(ds.points.shape[0])[: args.users]
+        return Dataset(ds.name, ds.points[idx], ds.k, ds.bound)
+    points = np.load(name)
+    from shoal.common.bounds import PublicBound
+
+    return Dataset(Path(name).stem, points[: args.users], args.k or 5, PublicBound(radius=args.radius))
+
+
+def _wait(url: str, proc: subprocess.Popen[bytes] | None) -> None:
+    for _ in range(400):
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process for {url} exited with {proc.returncode}")
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{url} did not become healthy")
+
+
+class Services:
+    """Server and shuffler processes in a temporary folder, stopped on exit."""
+
+    def __init__(self, via_shuffler: bool, min_batch: int) -> None:
+        self.tmp = tempfile.TemporaryDirectory(prefix="shoal-sim-")
+        self.env = dict(os.environ, SHOAL_OPERATOR_TOKEN=secrets.token_urlsafe(18),
+                        SHOAL_SHUFFLER_TOKEN=secrets.token_urlsafe(18),
+                        SHOAL_KEY_PATH=str(Path(self.tmp.name) / "key.pem"))
+        self.procs: list[subprocess.Popen[bytes]] = []
+        port = _free_port()
+        self.server_url = f"http://127.0.0.1:{port}"
+        self._spawn(["server", "--port", str(port), "--db", f"sqlite:///{self.tmp.name}/server.db"])
+        _wait(self.server_url, self.procs[-1])
+        self.shuffler_url: str | None = None
+        if via_shuffler:
+            sport = _free_port()
+            self.shuffler_url = f"http://127.0.0.1:{sport}"
+            self._spawn(["shuffler", "--server-url", self.server_url, "--port", str(sport),
+                         "--min-batch", str(min_batch), "--db", f"{self.tmp.name}/shuffler.db"])
+            _wait(self.shuffler_url, self.procs[-1])
+
+    def _spawn(self, argv: list[str]) -> None:
+        self.procs.append(subprocess.Popen([sys.executable, "-m", "shoal.client.cli", *argv], env=self.env,
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+
+    def close(self) -> None:
+        for p in self.procs:
+            p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        self.tmp.cleanup()
+
+
+async def _send_all(bodies: list[bytes], url_for: list[str], headers: list[dict[str, str]], concurrency: int,
+                    progress: bool) -> int:
+    sem = asyncio.Semaphore(concurrency)
+    done = 0
+    failures = 0
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+
+        async def one(i: int) -> None:
+            nonlocal done, failures
+            async with sem:
+                delay = 0.05
+                for _ in range(6):
+                    try:
+                        r = await client.post(url_for[i], content=bodies[i], headers=headers[i])
+                        if r.status_code < 500:
+                            break
+                    except httpx.HTTPError:
+                        pass
+                    await asyncio.sleep(delay)
+                    delay *= 2
+                else:
+                    failures += 1
+                done += 1
+                if progress and done % max(1, len(bodies) // 20) == 0:
+                    print(f"\r  devices sent: {done}/{len(bodies)}", end="", file=sys.stderr, flush=True)
+
+        await asyncio.gather(*(one(i) for i in range(len(bodies))))
+    if progress:
+        print(file=sys.stderr)
+    return failures
+
+
+def run_sim(args: argparse.Namespace) -> int:
+    ds = _dataset(args)
+    n, d = ds.points.shape
+    k = args.k or ds.k
+    services = None
+    if args.server_url:
+        host = urlparse(args.server_url).hostname or ""
+        if not is_loopback(host):
+            print(f"shoal sim: only loopback servers may be targeted, not {host}", file=sys.stderr)
+            return 2
+        server_url, shuffler_url = args.server_url.rstrip("/"), args.shuffler_url
+        op_token = os.environ.get("SHOAL_OPERATOR_TOKEN", "")
+    else:
+        services = Services(args.via_shuffler, args.min_batch)
+        server_url, shuffler_url = services.server_url, services.shuffler_url
+        op_token = services.env["SHOAL_OPERATOR_TOKEN"]
+    try:
+        op = {"Authorization": f"Bearer {op_token}"}
+        b = ds.bound
+        body: dict[str, Any] = {"k": k, "dim": d, "epsilon": args.eps, "n_expected": n, "encoder": args.encoder,
+                                "bound": {"radius": b.radius, "low": list(b.low) if b.low else None,
+                                          "high": list(b.high) if b.high else None}}
+        r = httpx.post(server_url + "/rounds", json=body, headers=op, timeout=30)
+        r.raise_for_status()
+        rnd = r.json()
+        rid = rnd["id"]
+        cfg = config_from_dict(rnd["config"])
+        # Every simulated device encodes its own point (vectorised here for speed).
+        messages = encode_arrays(ds.points, cfg).to_messages()
+        if args.via_shuffler and shuffler_url:
+            key = base64.b64decode(rnd["server_public_key"])
+            bodies = [json.dumps({"sealed": base64.b64encode(seal(m.model_dump_json().encode(), key, rid)).decode()}).encode()
+                      for m in messages]
+            urls = [f"{shuffler_url}/rounds/{rid}/messages"] * n
+            heads = [{"content-type": "application/json", "X-Device-Token": secrets.token_hex(16)} for _ in range(n)]
+        else:
+            bodies = [m.model_dump_json().encode() for m in messages]
+            urls = [f"{server_url}/rounds/{rid}/reports"] * n
+            heads = [{"content-type": "application/json"}] * n
+        t = time.perf_counter()
+        failures = asyncio.run(_send_all(bodies, urls, heads, args.concurrency, not args.json))
+        send_s = time.perf_counter() - t
+        if args.via_shuffler and shuffler_url:
+            # Let the forwarder drain, then flush: the remainder is released only
+            # if it is itself >= min_batch (smaller tails stay in the buffer).
+            shuffler_token = services.env["SHOAL_SHUFFLER_TOKEN"] if services else os.environ.get("SHOAL_SHUFFLER_TOKEN", "")
+            time.sleep(1.0)
+            httpx.post(f"{shuffler_url}/rounds/{rid}/flush", headers={"Authorization": f"Bearer {shuffler_token}"}, timeout=60)
+        received = httpx.get(server_url + f"/rounds/{rid}", timeout=10).json()["reports"]
+        t = time.perf_counter()
+        r = httpx.post(server_url + f"/rounds/{rid}/cluster", headers=op, timeout=600)
+        r.raise_for_status()
+        decode_s = time.perf_counter() - t
+        res = r.json()
+        ball = ds.bound.to_ball(ds.points)
+        centers_ball = ds.bound.to_ball(np.asarray(res["centers"]))
+        out = {
+            "users": n, "received": received, "failed": failures, "via_shuffler": bool(args.via_shuffler),
+            "dataset": ds.name, "d": d, "k": k, "eps": args.eps, "encoder": args.encoder,
+            "normalized_objective": kmeans_cost(ball, centers_ball) / n,
+            "nonprivate_objective": nonprivate_objective(ball, k),
+            "trivial_objective": kmeans_cost(ball, ball.mean(0, keepdims=True)) / n,
+            "reports_per_second": n / send_s, "send_seconds": send_s, "decode_seconds": decode_s,
+            "centers": res["centers"],
+        }
+        if args.json:
+            print(json.dumps(out))
+        else:
+            print(f"shoal sim: {n} devices, dataset {ds.name}, d={d} k={k} eps={args.eps} {args.encoder}, "
+                  f"{'via shuffler (min batch ' + str(args.min_batch) + ')' if args.via_shuffler else 'direct'}")
+            print(f"  received {received} reports, {failures} devices failed; {out['reports_per_second']:.0f} reports/s; decode {decode_s:.1f} s")
+            print(f"  objective {out['normalized_objective']:.5f}  non-private {out['nonprivate_objective']:.5f}  one center {out['trivial_objective']:.5f}")
+            print("  centers:")
+            for c in res["centers"]:
+                print("   ", np.array2string(np.asarray(c), precision=3, max_line_width=120))
+        return 0
+    finally:
+        if services is not None:
+            services.close()
