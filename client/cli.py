@@ -155,6 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--server-url", default=None)
     sm.add_argument("--shuffler-url", default=None)
     sm.add_argument("--seed", type=int, default=0)
+    sm.add_argument("--allow-non-loopback", action="store_true",
+                    help="only inside a container network of your own (docker compose); never needed here")
     sm.add_argument("--json", action="store_true")
     sm.set_defaults(func=_sim)
     b = sub.add_parser("bench", help="accuracy sweep and frequency-oracle benchmark")

@@ -146,7 +146,7 @@ def run_sim(args: argparse.Namespace) -> int:
     services = None
     if args.server_url:
         host = urlparse(args.server_url).hostname or ""
-        if not is_loopback(host):
+        if not is_loopback(host) and not args.allow_non_loopback:
             print(f"shoal sim: only loopback servers may be targeted, not {host}", file=sys.stderr)
             return 2
         server_url, shuffler_url = args.server_url.rstrip("/"), args.shuffler_url
