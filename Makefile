@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: test demo bench lint clean
+.PHONY: test demo demo-core bench lint clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,9 @@ test: lint
 	$(PY) -m pytest
 
 demo: $(VENV)/.installed
+	$(VENV)/bin/shoal sim --users 5000 --via-shuffler
+
+demo-core: $(VENV)/.installed
 	$(PY) -m shoal.server.demo
 
 bench: $(VENV)/.installed
