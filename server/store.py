@@ -72,8 +72,9 @@ class Store(abc.ABC):
         """Run one statement in its own committed transaction; return its rows."""
 
     @abc.abstractmethod
-    def _executemany(self, sql: str, rows: list[tuple[Any, ...]]) -> int:
-        """Run one statement per row in a single transaction; return rows changed."""
+    def _executemany(self, sql: str, groups: list[list[tuple[Any, ...]]]) -> list[int]:
+        """Run the statement for every row of every group in ONE transaction
+        (one commit, one fsync); return the rows changed per group."""
 
     def _sql(self, sql: str) -> str:
         return sql.replace("?", self.placeholder)
@@ -97,6 +98,13 @@ class Store(abc.ABC):
         if not rows:
             raise UnknownRound(f"unknown round {round_id!r}")
         return self._row(rows[0])
+
+    def get_state(self, round_id: str) -> str:
+        """The round's state alone (cheap: no report count)."""
+        rows = self._execute(self._sql("SELECT state FROM rounds WHERE id = ?"), (round_id,))
+        if not rows:
+            raise UnknownRound(f"unknown round {round_id!r}")
+        return str(rows[0][0])
 
     def list_rounds(self) -> list[RoundRow]:
         rows = self._execute("SELECT id, config, state, created, result, error FROM rounds ORDER BY created")
@@ -129,25 +137,15 @@ class Store(abc.ABC):
     # -- reports --
     def add_reports(self, round_id: str, message_ids: list[str], batch: ReportBatch) -> int:
         """Store validated reports; returns how many were new (duplicates are ignored)."""
-        vec = np.ascontiguousarray(batch.vec, dtype=np.float64)
-        rows = [
-            (
-                round_id,
-                message_ids[i],
-                int(batch.hist_level[i]),
-                int(batch.hist_seed[i]),
-                int(batch.hist_bucket[i]),
-                int(batch.vec_level[i]),
-                int(batch.vec_row[i]),
-                vec[i].tobytes(),
-            )
-            for i in range(len(batch))
-        ]
+        return self.add_report_groups([(round_id, message_ids, batch)])[0]
+
+    def add_report_groups(self, groups: list[tuple[str, list[str], ReportBatch]]) -> list[int]:
+        """Several requests' reports in one transaction (group commit); new rows per group."""
         sql = self._sql(
             f"{self.insert_ignore} reports (round_id, message_id, hist_level, hist_seed, hist_bucket, "
             f"vec_level, vec_row, vec) VALUES (?, ?, ?, ?, ?, ?, ?, ?){self.on_conflict}"
         )
-        return self._executemany(sql, rows)
+        return self._executemany(sql, [_rows(rid, ids, b) for rid, ids, b in groups])
 
     def load_reports(self, round_id: str, dim: int) -> ReportBatch:
         rows = self._execute(
@@ -169,6 +167,23 @@ class Store(abc.ABC):
         return int(self._execute(self._sql("SELECT COUNT(*) FROM reports WHERE round_id = ?"), (round_id,))[0][0])
 
 
+def _rows(round_id: str, message_ids: list[str], batch: ReportBatch) -> list[tuple[Any, ...]]:
+    vec = np.ascontiguousarray(batch.vec, dtype=np.float64)
+    return [
+        (
+            round_id,
+            message_ids[i],
+            int(batch.hist_level[i]),
+            int(batch.hist_seed[i]),
+            int(batch.hist_bucket[i]),
+            int(batch.vec_level[i]),
+            int(batch.vec_row[i]),
+            vec[i].tobytes(),
+        )
+        for i in range(len(batch))
+    ]
+
+
 class SQLiteStore(Store):
     """The embedded default: one file, WAL journal, fsync on every commit."""
 
@@ -185,17 +200,20 @@ class SQLiteStore(Store):
         with self._lock:
             return self._conn.execute(sql, params).fetchall()
 
-    def _executemany(self, sql: str, rows: list[tuple[Any, ...]]) -> int:
+    def _executemany(self, sql: str, groups: list[list[tuple[Any, ...]]]) -> list[int]:
         with self._lock:
-            before = self._conn.total_changes
+            out = []
             self._conn.execute("BEGIN IMMEDIATE")
             try:
-                self._conn.executemany(sql, rows)
+                for rows in groups:
+                    before = self._conn.total_changes
+                    self._conn.executemany(sql, rows)
+                    out.append(self._conn.total_changes - before)
                 self._conn.execute("COMMIT")
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
-            return self._conn.total_changes - before
+            return out
 
 
 class PostgresStore(Store):
@@ -218,10 +236,13 @@ class PostgresStore(Store):
             cur.execute(sql.encode(), params)
             return list(cur.fetchall()) if cur.description else []
 
-    def _executemany(self, sql: str, rows: list[tuple[Any, ...]]) -> int:
+    def _executemany(self, sql: str, groups: list[list[tuple[Any, ...]]]) -> list[int]:
+        out = []
         with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
-            cur.executemany(sql.encode(), rows)
-            return max(cur.rowcount, 0)
+            for rows in groups:
+                cur.executemany(sql.encode(), rows)
+                out.append(max(cur.rowcount, 0))
+        return out
 
 
 def open_store(url: str) -> Store:
