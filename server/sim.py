@@ -34,7 +34,8 @@ from shoal.server.settings import is_loopback
 from shoal.server.simulate import nonprivate_objective
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
     import socket
 
     with socket.socket() as s:
@@ -58,7 +59,8 @@ def _dataset(args: argparse.Namespace) -> Dataset:
     return Dataset(Path(name).stem, points[: args.users], args.k or 5, PublicBound(radius=args.radius))
 
 
-def _wait(url: str, proc: subprocess.Popen[bytes] | None) -> None:
+def wait_healthy(url: str, proc: subprocess.Popen[bytes] | None = None) -> None:
+    """Poll ``url``/healthz until it answers 200 (or the process exits)."""
     for _ in range(400):
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"process for {url} exited with {proc.returncode}")
@@ -79,17 +81,17 @@ class Services:
                         SHOAL_SHUFFLER_TOKEN=secrets.token_urlsafe(18),
                         SHOAL_KEY_PATH=str(Path(self.tmp.name) / "key.pem"))
         self.procs: list[subprocess.Popen[bytes]] = []
-        port = _free_port()
+        port = free_port()
         self.server_url = f"http://127.0.0.1:{port}"
         self._spawn(["server", "--port", str(port), "--db", f"sqlite:///{self.tmp.name}/server.db"])
-        _wait(self.server_url, self.procs[-1])
+        wait_healthy(self.server_url, self.procs[-1])
         self.shuffler_url: str | None = None
         if via_shuffler:
-            sport = _free_port()
+            sport = free_port()
             self.shuffler_url = f"http://127.0.0.1:{sport}"
             self._spawn(["shuffler", "--server-url", self.server_url, "--port", str(sport),
                          "--min-batch", str(min_batch), "--db", f"{self.tmp.name}/shuffler.db"])
-            _wait(self.shuffler_url, self.procs[-1])
+            wait_healthy(self.shuffler_url, self.procs[-1])
 
     def _spawn(self, argv: list[str]) -> None:
         self.procs.append(subprocess.Popen([sys.executable, "-m", "shoal.client.cli", *argv], env=self.env,

@@ -5,16 +5,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from tests_helpers import free_port  # noqa: E402
+from tests_helpers import free_port, wait_healthy  # noqa: E402
 
 
 @dataclass
@@ -36,7 +34,7 @@ class ServerProc:
 
     def start(self) -> None:
         self.proc = _spawn(self.env, self.port, self.db)
-        _wait(self.url)
+        wait_healthy(self.url, self.proc)
 
 
 def _spawn(env: dict[str, str], port: int, db: str) -> subprocess.Popen[bytes]:
@@ -44,16 +42,6 @@ def _spawn(env: dict[str, str], port: int, db: str) -> subprocess.Popen[bytes]:
         [sys.executable, "-m", "shoal.client.cli", "server", "--port", str(port), "--db", db],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
-
-
-def _wait(url: str) -> None:
-    for _ in range(200):
-        try:
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    raise RuntimeError("server did not start")
 
 
 @pytest.fixture
@@ -64,7 +52,7 @@ def server(tmp_path: Path):
     db = f"sqlite:///{tmp_path / 'shoal.db'}"
     proc = _spawn(env, port, db)
     url = f"http://127.0.0.1:{port}"
-    _wait(url)
+    wait_healthy(url, proc)
     s = ServerProc(url, env["SHOAL_OPERATOR_TOKEN"], env["SHOAL_SHUFFLER_TOKEN"], proc, db, env, port)
     yield s
     s.proc.kill()

@@ -1,9 +1,5 @@
 """Helpers shared by test modules (importable: tests/ is on sys.path)."""
 
-import socket
+from shoal.server.sim import free_port, wait_healthy
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+__all__ = ["free_port", "wait_healthy"]

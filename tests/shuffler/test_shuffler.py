@@ -9,7 +9,7 @@ import time
 import httpx
 import numpy as np
 import pytest
-from tests_helpers import free_port
+from tests_helpers import free_port, wait_healthy
 
 from shoal.client.encoder import encode_arrays
 from shoal.common.config import config_from_dict
@@ -27,12 +27,7 @@ def shuffler(server, tmp_path):
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
-    for _ in range(200):
-        try:
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.05)
+    wait_healthy(url, proc)
     yield url, db, proc
     proc.kill()
     proc.wait()
