@@ -18,7 +18,7 @@ import numpy as np
 
 def _simulate(args: argparse.Namespace) -> int:
     from shoal.common.bounds import PublicBound
-    from shoal.server.simulate import simulate
+    from shoal.server.simulate import format_centers, simulate
 
     points = np.load(args.data)
     if points.ndim != 2:
@@ -46,8 +46,7 @@ def _simulate(args: argparse.Namespace) -> int:
     print(f"  {'ratio to trivial':22s} {out['normalized_objective'] / out['trivial_objective']:.3f}")
     print(f"  encode {out['encode_seconds']:.2f} s, decode {out['decode_seconds']:.2f} s, peak RSS {out['peak_rss_mb']:.0f} MB")
     print("  centers (original space):")
-    for c in out["centers"]:
-        print("   ", np.array2string(np.asarray(c), precision=4, max_line_width=120))
+    print(format_centers(out["centers"]))
     return 0
 
 

@@ -107,9 +107,8 @@ class TreeDecoder:
 
         fo = FrequencyOracle(accumulator, public)
         tree = build_tree(space, fo, cfg)
-        has_kids = tree.expanded.copy()
         if self.consistency:
-            counts, _ = tree_blue(tree.parent, tree.level, has_kids, tree.count, tree.count_var)
+            counts, _ = tree_blue(tree.parent, tree.level, tree.expanded, tree.count, tree.count_var)
         else:
             counts = tree.count.copy()
         diag.update(

@@ -31,7 +31,7 @@ from shoal.common.envelope import seal
 from shoal.server.datasets import Dataset, city_locations, load_letter, load_uber, paper_mixture
 from shoal.server.kmeans import kmeans_cost
 from shoal.server.settings import is_loopback
-from shoal.server.simulate import nonprivate_objective
+from shoal.server.simulate import format_centers, nonprivate_objective
 
 
 def free_port() -> int:
@@ -214,8 +214,7 @@ def run_sim(args: argparse.Namespace) -> int:
             print(f"  received {received} reports, {failures} devices failed; {out['reports_per_second']:.0f} reports/s; decode {decode_s:.1f} s")
             print(f"  objective {out['normalized_objective']:.5f}  non-private {out['nonprivate_objective']:.5f}  one center {out['trivial_objective']:.5f}")
             print("  centers:")
-            for c in res["centers"]:
-                print("   ", np.array2string(np.asarray(c), precision=3, max_line_width=120))
+            print(format_centers(res["centers"], precision=3))
         return 0
     finally:
         if services is not None:

@@ -39,6 +39,13 @@ def nonprivate_objective(x: NDArray[np.float64], k: int, seed: int = 0) -> float
     return kmeans_cost(x, c) / x.shape[0]
 
 
+def format_centers(centers: list[list[float]], precision: int = 4) -> str:
+    """Centers as indented lines, for the CLI verbs."""
+    return "\n".join(
+        "    " + np.array2string(np.asarray(c), precision=precision, max_line_width=120) for c in centers
+    )
+
+
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 

@@ -71,10 +71,6 @@ class NetTree:
             return slice(0, 0)
         return slice(int(idx[0]), int(idx[-1]) + 1)
 
-    @property
-    def leaves(self) -> NDArray[np.bool_]:
-        return ~self.expanded
-
     def coreset_nodes(self) -> NDArray[np.int64]:
         """Significant nodes with no significant child: the private coreset's support.
 
