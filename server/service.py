@@ -20,7 +20,7 @@ import numpy as np
 
 from shoal.common.bounds import PublicBound
 from shoal.common.config import RoundConfig, config_from_dict, config_to_dict, derive_config
-from shoal.common.envelope import load_or_create_key, open_sealed, public_key_bytes
+from shoal.common.envelope import EnvelopeError, load_or_create_key, open_sealed, public_key_bytes
 from shoal.common.errors import ShoalError
 from shoal.common.messages import DeviceMessage, ReportBatch
 from shoal.server.accumulate import LevelAccumulator
@@ -130,11 +130,13 @@ class RoundService:
         for item in sealed:
             try:
                 raw = base64.b64decode(item, validate=True)
-            except ValueError as exc:
+                messages.append(DeviceMessage.model_validate_json(open_sealed(raw, self.key, round_id)))
+            except (ValueError, EnvelopeError) as exc:
+                # ValueError covers bad base64 and pydantic's ValidationError alike.
                 self.metrics["rejected_sealed"] += 1
-                raise RoundStateError("sealed message is not valid base64") from exc
-            plain = open_sealed(raw, self.key, round_id)
-            messages.append(DeviceMessage.model_validate_json(plain))
+                if isinstance(exc, EnvelopeError):
+                    raise
+                raise EnvelopeError(f"sealed message is malformed: {exc}") from exc
         return self.ingest(round_id, messages)
 
     # -- decoding --
