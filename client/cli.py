@@ -51,6 +51,10 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    if args.services:
+        from shoal.server.service_bench import run_services_bench
+
+        return run_services_bench(args)
     from shoal.server.bench import run_bench
 
     return run_bench(args)
@@ -150,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--encoder", choices=("lsh", "nettree"), default="nettree")
     sm.add_argument("--radius", type=float, default=1.0)
     sm.add_argument("--concurrency", type=int, default=50)
+    sm.add_argument("--workers", type=int, default=2, help="device processes (httpx clients) sharing --concurrency")
     sm.add_argument("--min-batch", type=int, default=100)
     sm.add_argument("--server-url", default=None)
     sm.add_argument("--shuffler-url", default=None)
@@ -169,6 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--ablation", action="store_true", help="decoder before/after table instead of the sweep")
     b.add_argument("--oracle", action="store_true", help="only the frequency-oracle benchmark")
     b.add_argument("--perf", action="store_true", help="time encode/ingest/decode of 1e6 devices instead of the sweep")
+    b.add_argument("--services", action="store_true",
+                   help="ingestion throughput/latency of the real server and `shoal sim` timings")
     b.set_defaults(func=_bench)
     return p
 

@@ -160,7 +160,8 @@ class TreeDecoder:
             raw = sums / np.maximum(mass, 1.0)[:, None]
             err = cfg.dim * qsum / np.maximum(mass, 1.0) ** 2
             gap = ((raw - mean) ** 2).sum(1)
-            shrink = np.clip(1 - (err + e0) / np.maximum(gap, 1e-300), 0.0, 1.0)
+            with np.errstate(over="ignore"):  # a zero gap means "shrink fully"
+                shrink = np.clip(1 - (err + e0) / np.maximum(gap, 1e-300), 0.0, 1.0)
             shrink[mass <= 0] = 0.0
             if not self.shrink:
                 shrink = np.where(mass > 0, 1.0, 0.0)
@@ -197,7 +198,7 @@ class TreeDecoder:
         # Count-informed estimate for nodes below the noise gate: |V| <= count.
         quiet = ~tree.significant
         bound = np.maximum(counts, 0.0) + 2 * np.sqrt(tree.count_var)
-        prior = np.maximum(bound, 1e-9) ** 2 / vo.dim
+        prior = np.clip(np.nan_to_num(bound, nan=1e15, posinf=1e15), 1e-9, 1e15) ** 2 / vo.dim
         s_q = np.clip(s[quiet], 1e-12, 1e30)
         y[quiet] *= (prior[quiet] / (prior[quiet] + s_q))[:, None]
         s[quiet] = prior[quiet] * s_q / (prior[quiet] + s_q)
@@ -263,6 +264,8 @@ class TreeDecoder:
         diag: dict[str, Any],
         t0: float,
     ) -> ClusteringResult:
+        if not (np.isfinite(ball).all() and np.isfinite(sizes).all()):
+            raise DecodeError(f"round {cfg.round_id!r}: decoding produced non-finite centers (too few reports?)")
         diag["decode_seconds"] = time.perf_counter() - t0
         return ClusteringResult(
             centers=cfg.bound.from_ball(ball),

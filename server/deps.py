@@ -1,4 +1,9 @@
-"""FastAPI dependencies: the service and bearer-token checks (``Annotated``)."""
+"""FastAPI dependencies: the service and bearer-token checks (``Annotated``).
+
+They are ``async`` because they never block: a sync dependency would cost
+every request a hop to the thread pool (measured: a third of the server's
+time under single-message load).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ from fastapi import Depends, Header, HTTPException, Request
 from shoal.server.service import RoundService
 
 
-def get_service(request: Request) -> RoundService:
+async def get_service(request: Request) -> RoundService:
     service: RoundService = request.app.state.service
     return service
 
@@ -25,11 +30,11 @@ def _check(token: str, authorization: str | None) -> None:
         raise HTTPException(status_code=403, detail="wrong token for this endpoint")
 
 
-def require_operator(service: Service, authorization: Annotated[str | None, Header()] = None) -> None:
+async def require_operator(service: Service, authorization: Annotated[str | None, Header()] = None) -> None:
     _check(service.settings.operator_token, authorization)
 
 
-def require_shuffler(service: Service, authorization: Annotated[str | None, Header()] = None) -> None:
+async def require_shuffler(service: Service, authorization: Annotated[str | None, Header()] = None) -> None:
     _check(service.settings.shuffler_token, authorization)
 
 

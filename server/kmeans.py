@@ -77,7 +77,7 @@ def weighted_kmeans(
                 break
             c = new
         cost = kmeans_cost(x, c, w)
-        if cost < best_cost:
+        if best is None or cost < best_cost:  # a non-finite cost still yields centers
             best, best_cost = c, cost
     assert best is not None
     return best

@@ -7,13 +7,12 @@ round's config, stores them durably, and runs decoding.
 
 from __future__ import annotations
 
+import asyncio
 import base64
-import queue
 import secrets
 import threading
 import time
 from collections import Counter
-from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
@@ -22,56 +21,26 @@ from shoal.common.bounds import PublicBound
 from shoal.common.config import RoundConfig, config_from_dict, config_to_dict, derive_config
 from shoal.common.envelope import EnvelopeError, load_or_create_key, open_sealed, public_key_bytes
 from shoal.common.errors import ShoalError
+from shoal.common.group_commit import GroupCommit
 from shoal.common.messages import DeviceMessage, ReportBatch
 from shoal.server.accumulate import LevelAccumulator
 from shoal.server.api_models import CreateRoundIn
 from shoal.server.decoder import TreeDecoder
 from shoal.server.settings import Settings
-from shoal.server.store import RoundRow, Store, open_store
+from shoal.server.store import RoundRow, open_store
 
 
 class RoundStateError(ShoalError):
     """The round is not in a state that allows this (closed, decoding, not done)."""
 
 
-class GroupCommitter:
-    """Group commit: concurrent requests' reports share one transaction and one fsync.
-
-    Each request blocks until the transaction holding its reports commits, so a
-    2xx still means "durably stored"; under load many requests ride on one
-    commit instead of paying an fsync each.
-    """
-
-    def __init__(self, store: Store, max_groups: int = 512) -> None:
-        self.store = store
-        self.max_groups = max_groups
-        self.queue: queue.Queue[tuple[str, list[str], ReportBatch, Future[int]]] = queue.Queue()
-        threading.Thread(target=self._loop, daemon=True).start()
-
-    def submit(self, round_id: str, message_ids: list[str], batch: ReportBatch) -> int:
-        fut: Future[int] = Future()
-        self.queue.put((round_id, message_ids, batch, fut))
-        return fut.result()
-
-    def _loop(self) -> None:
-        while True:
-            items = [self.queue.get()]
-            while len(items) < self.max_groups:
-                try:
-                    items.append(self.queue.get_nowait())
-                except queue.Empty:
-                    break
-            try:
-                counts = self.store.add_report_groups([(r, ids, b) for r, ids, b, _ in items])
-            except Exception as exc:  # noqa: BLE001 - every waiting request gets the failure
-                for *_, fut in items:
-                    fut.set_exception(exc)
-                continue
-            for (*_, fut), c in zip(items, counts, strict=True):
-                fut.set_result(c)
+Pending = tuple[str, list[str], ReportBatch]
 
 
 class RoundService:
+    """One server process per store: round states are cached here, and every
+    state change goes through this object."""
+
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.store = open_store(settings.db_url)
@@ -81,7 +50,11 @@ class RoundService:
         self.decode_seconds: list[float] = []
         self._configs: dict[str, RoundConfig] = {}
         self._decoding = threading.Lock()
-        self.committer = GroupCommitter(self.store)
+        # Held while reports commit and while a round leaves "open": a report is
+        # either committed before decoding starts (and decoded) or refused.
+        self._state_lock = threading.Lock()
+        self._states: dict[str, str] = {}
+        self.committer: GroupCommit[Pending, int] = GroupCommit(self._commit, name="report-commit")
 
     # -- rounds --
     def create(self, inp: CreateRoundIn) -> RoundRow:
@@ -100,30 +73,75 @@ class RoundService:
             self._configs[round_id] = config_from_dict(self.store.get_round(round_id).config)
         return self._configs[round_id]
 
+    def state(self, round_id: str) -> str:
+        """The round's state (cached; UnknownRound if there is no such round)."""
+        if round_id not in self._states:
+            self._states[round_id] = self.store.get_state(round_id)
+        return self._states[round_id]
+
+    def _set_state(self, round_id: str, state: str, **kw: Any) -> None:
+        self.store.set_state(round_id, state, **kw)
+        self._states[round_id] = state
+
+    def _require_open(self, round_id: str) -> None:
+        state = self.state(round_id)
+        if state != "open":
+            raise RoundStateError(f"round {round_id} is {state}, not open")
+
     def get(self, round_id: str) -> RoundRow:
         return self.store.get_round(round_id)
 
+    def close(self, round_id: str) -> None:
+        with self._state_lock:
+            self._require_open(round_id)
+            self._set_state(round_id, "closed")
+
     def delete(self, round_id: str) -> None:
         self.store.get_round(round_id)
-        self.store.delete_round(round_id)
-        self._configs.pop(round_id, None)
+        with self._state_lock:
+            self.store.delete_round(round_id)
+            self._configs.pop(round_id, None)
+            self._states.pop(round_id, None)
 
     # -- ingestion --
-    def ingest(self, round_id: str, messages: list[DeviceMessage]) -> tuple[int, int]:
-        """Validate and durably store; returns (new, duplicates)."""
+    def _commit(self, groups: list[Pending]) -> list[int | BaseException]:
+        """GroupCommit's writer: one transaction for every open round's reports."""
+        with self._state_lock:
+            out: list[int | BaseException] = []
+            ok: list[Pending] = []
+            for g in groups:
+                try:
+                    self._require_open(g[0])
+                    ok.append(g)
+                    out.append(-1)
+                except ShoalError as exc:
+                    out.append(exc)
+            counts = iter(self.store.add_report_groups(ok)) if ok else iter(())
+            return [next(counts) if r == -1 else r for r in out]
+
+    def _pending(self, round_id: str, messages: list[DeviceMessage]) -> Pending:
         cfg = self.config(round_id)
-        state = self.store.get_state(round_id)
-        if state != "open":
-            raise RoundStateError(f"round {round_id} is {state}, not open")
+        self._require_open(round_id)  # early refusal; checked again at commit
         try:
             batch = ReportBatch.from_messages(messages, cfg)
         except ShoalError:
             self.metrics["rejected_invalid"] += len(messages)
             raise
-        new = self.committer.submit(round_id, [m.message_id for m in messages], batch)
+        return (round_id, [m.message_id for m in messages], batch)
+
+    def _count(self, new: int, total: int) -> tuple[int, int]:
         self.metrics["accepted"] += new
-        self.metrics["duplicates"] += len(messages) - new
-        return new, len(messages) - new
+        self.metrics["duplicates"] += total - new
+        return new, total - new
+
+    def ingest(self, round_id: str, messages: list[DeviceMessage]) -> tuple[int, int]:
+        """Validate and durably store; returns (new, duplicates). Blocks until committed."""
+        return self._count(self.committer.submit(self._pending(round_id, messages)).result(), len(messages))
+
+    async def ingest_async(self, round_id: str, messages: list[DeviceMessage]) -> tuple[int, int]:
+        """As ``ingest``, awaiting the commit instead of holding a worker thread."""
+        new = await asyncio.wrap_future(self.committer.submit(self._pending(round_id, messages)))
+        return self._count(new, len(messages))
 
     def ingest_sealed(self, round_id: str, sealed: list[str]) -> tuple[int, int]:
         messages = []
@@ -142,13 +160,13 @@ class RoundService:
     # -- decoding --
     def cluster(self, round_id: str) -> dict[str, Any]:
         cfg = self.config(round_id)
-        with self._decoding:
-            row = self.store.get_round(round_id)
-            if row.state == "decoding":
+        with self._decoding, self._state_lock:
+            state = self.state(round_id)
+            if state == "decoding":
                 raise RoundStateError(f"round {round_id} is already decoding")
-            if row.reports == 0:
+            if self.store.count_reports(round_id) == 0:
                 raise RoundStateError(f"round {round_id} has no reports to decode")
-            self.store.set_state(round_id, "decoding")
+            self._set_state(round_id, "decoding")
         t = time.perf_counter()
         try:
             batch = self.store.load_reports(round_id, cfg.dim)
@@ -163,10 +181,10 @@ class RoundService:
                 "diagnostics": _jsonable(res.diagnostics),
             }
         except Exception as exc:
-            self.store.set_state(round_id, "failed", error=f"{type(exc).__name__}: {exc}")
+            self._set_state(round_id, "failed", error=f"{type(exc).__name__}: {exc}")
             raise
         self.decode_seconds.append(time.perf_counter() - t)
-        self.store.set_state(round_id, "done", result=result)
+        self._set_state(round_id, "done", result=result)
         return result
 
     def result(self, round_id: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ counts each message id once). Nothing but the sealed bytes is forwarded.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import secrets
 import threading
@@ -24,6 +25,7 @@ import httpx
 from fastapi import FastAPI, Header, HTTPException
 from pydantic import BaseModel, ConfigDict, Field
 
+from shoal.common.group_commit import GroupCommit
 from shoal.shuffler.buffer import Buffer
 
 
@@ -87,6 +89,7 @@ class Forwarder:
 def create_app(settings: ShufflerSettings) -> FastAPI:
     buffer = Buffer(settings.db_path)
     forwarder = Forwarder(settings, buffer)
+    adder: GroupCommit[tuple[str, str, bytes], bool] = GroupCommit(buffer.add_many, name="buffer-commit")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -102,7 +105,8 @@ def create_app(settings: ShufflerSettings) -> FastAPI:
         return {"status": "ok", "min_batch": settings.min_batch, "forwarded": forwarder.forwarded}
 
     @app.post("/rounds/{round_id}/messages", status_code=202)
-    def post_message(round_id: str, body: SealedIn, x_device_token: Annotated[str | None, Header()] = None) -> dict[str, int]:
+    async def post_message(round_id: str, body: SealedIn,
+                           x_device_token: Annotated[str | None, Header()] = None) -> dict[str, int]:
         if not x_device_token or len(x_device_token) < 16:
             raise HTTPException(status_code=401, detail="X-Device-Token header (>= 16 chars) required")
         try:
@@ -111,9 +115,9 @@ def create_app(settings: ShufflerSettings) -> FastAPI:
             raise HTTPException(status_code=422, detail="sealed must be base64") from exc
         if len(raw) > settings.max_sealed_bytes:
             raise HTTPException(status_code=413, detail=f"sealed message over {settings.max_sealed_bytes} bytes")
-        if not buffer.add(round_id, x_device_token, raw):
+        if not await asyncio.wrap_future(adder.submit((round_id, x_device_token, raw))):
             raise HTTPException(status_code=409, detail="this device already sent a message for this round")
-        return {"buffered": buffer.count(round_id)}
+        return {"accepted": 1}
 
     @app.post("/rounds/{round_id}/flush")
     def flush(round_id: str, authorization: Annotated[str | None, Header()] = None) -> dict[str, int]:

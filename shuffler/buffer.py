@@ -34,20 +34,26 @@ class Buffer:
 
     def add(self, round_id: str, device_token: str, sealed: bytes) -> bool:
         """Buffer durably; False if this device already sent a message for this round."""
-        dev = self._device(device_token)
+        return bool(self.add_many([(round_id, device_token, sealed)])[0])
+
+    def add_many(self, items: list[tuple[str, str, bytes]]) -> list[bool | BaseException]:
+        """Several devices' messages in one transaction (one fsync); per item,
+        True if buffered, False if that device already sent one for the round."""
+        out: list[bool | BaseException] = []
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
-                cur = self._conn.execute("INSERT OR IGNORE INTO seen VALUES (?, ?)", (round_id, dev))
-                if cur.rowcount == 0:
-                    self._conn.execute("ROLLBACK")
-                    return False
-                self._conn.execute("INSERT INTO buffer VALUES (?, ?, ?)", (round_id, dev, sealed))
+                for round_id, token, sealed in items:
+                    dev = self._device(token)
+                    cur = self._conn.execute("INSERT OR IGNORE INTO seen VALUES (?, ?)", (round_id, dev))
+                    if cur.rowcount == 1:
+                        self._conn.execute("INSERT INTO buffer VALUES (?, ?, ?)", (round_id, dev, sealed))
+                    out.append(cur.rowcount == 1)
                 self._conn.execute("COMMIT")
-                return True
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
+        return out
 
     def count(self, round_id: str) -> int:
         with self._lock:

@@ -18,9 +18,10 @@ def _check_round(round_id: str, messages: list[DeviceMessage]) -> None:
 
 
 @router.post("/reports", status_code=202, response_model=AcceptedOut)
-def post_report(round_id: str, body: DeviceMessage, service: Service) -> AcceptedOut:
+async def post_report(round_id: str, body: DeviceMessage, service: Service) -> AcceptedOut:
+    """One report: validated on the event loop, then awaits its (group) commit."""
     _check_round(round_id, [body])
-    new, dup = service.ingest(round_id, [body])
+    new, dup = await service.ingest_async(round_id, [body])
     return AcceptedOut(accepted=new, duplicates=dup)
 
 

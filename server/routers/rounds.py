@@ -40,6 +40,13 @@ def get_config(round_id: str, service: Service, response: Response) -> dict[str,
     return {"round_id": row.id, "config": row.config, "server_public_key": service.public_key}
 
 
+@router.post("/{round_id}/close", response_model=RoundOut)
+def close_round(round_id: str, service: Service, _: Operator) -> RoundOut:
+    """Stop accepting reports (open -> closed); clustering is still allowed."""
+    service.close(round_id)
+    return _out(service.get(round_id), service)
+
+
 @router.post("/{round_id}/cluster", response_model=ResultOut)
 def cluster(round_id: str, service: Service, _: Operator) -> ResultOut:
     # A sync endpoint: FastAPI runs it in its thread pool, off the event loop.

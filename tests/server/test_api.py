@@ -109,6 +109,45 @@ def test_shuffled_batches_need_the_shuffler_token_and_open_with_the_server_key(s
     wrong_round = [base64.b64encode(seal(msgs[0].model_dump_json().encode(), key, "other")).decode()]
     r = httpx.post(url, json={"sealed": wrong_round}, headers={"Authorization": f"Bearer {server.shuffler}"})
     assert r.status_code == 400 and "does not open" in r.text
+    shuffler = {"Authorization": f"Bearer {server.shuffler}"}
+    not_b64 = httpx.post(url, json={"sealed": ["@@@@"]}, headers=shuffler)
+    assert not_b64.status_code == 400 and "malformed" in not_b64.text
+    not_a_message = [base64.b64encode(seal(b'{"hello": 1}', key, rnd["id"])).decode()]
+    r = httpx.post(url, json={"sealed": not_a_message}, headers=shuffler)
+    assert r.status_code == 400 and "malformed" in r.text
+    assert _count(server, rnd["id"]) == 3
+
+
+def test_a_closed_round_refuses_reports_but_can_be_clustered(server):
+    rnd = _create(server)
+    cfg = config_from_dict(rnd["config"])
+    url = server.url + f"/rounds/{rnd['id']}/reports"
+    assert httpx.post(url, json=_messages(cfg, np.zeros((1, 8)))[0]).status_code == 202
+    assert httpx.post(server.url + f"/rounds/{rnd['id']}/close").status_code == 401
+    r = httpx.post(server.url + f"/rounds/{rnd['id']}/close", headers=server.op_headers())
+    assert r.status_code == 200 and r.json()["state"] == "closed"
+    late = httpx.post(url, json=_messages(cfg, np.zeros((1, 8)))[0])
+    assert late.status_code == 409 and "closed, not open" in late.text
+    assert httpx.post(server.url + f"/rounds/{rnd['id']}/close", headers=server.op_headers()).status_code == 409
+    assert httpx.post(server.url + f"/rounds/{rnd['id']}/cluster", headers=server.op_headers(), timeout=60).status_code == 200
+    assert _count(server, rnd["id"]) == 1
+
+
+def test_a_round_on_postgresql_end_to_end(pg_server):
+    """The same server process with ``--db postgresql://...`` (the real server on 127.0.0.1:5432)."""
+    rnd = _create(pg_server, dim=4, n_expected=20_000)
+    ds = paper_mixture(20_000, d=4, k=3, seed=2)
+    msgs = _messages(config_from_dict(rnd["config"]), ds.points)
+    for lo in range(0, len(msgs), 5000):
+        r = httpx.post(pg_server.url + f"/rounds/{rnd['id']}/reports/batch", json={"messages": msgs[lo:lo + 5000]}, timeout=60)
+        assert r.status_code == 202 and r.json()["accepted"] == 5000
+    assert httpx.post(pg_server.url + f"/rounds/{rnd['id']}/reports", json=msgs[0]).json() == {"accepted": 0, "duplicates": 1}
+    r = httpx.post(pg_server.url + f"/rounds/{rnd['id']}/cluster", headers=pg_server.op_headers(), timeout=120)
+    assert r.status_code == 200, r.text
+    centers = np.array(r.json()["centers"])
+    cost = ((ds.points[:, None, :] - centers[None]) ** 2).sum(-1).min(1).mean()
+    assert cost < 0.5 * ((ds.points - ds.points.mean(0)) ** 2).sum(1).mean()
+    assert httpx.get(pg_server.url + f"/rounds/{rnd['id']}").json()["reports"] == 20_000
 
 
 def test_server_stores_no_device_identity(server):

@@ -4,6 +4,7 @@ import base64
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 
 import httpx
@@ -33,14 +34,27 @@ def shuffler(server, tmp_path):
     proc.wait()
 
 
-def _sealed_messages(server, n):
+def _spawn_shuffler(server, db, port, min_batch):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "shoal.client.cli", "shuffler", "--server-url", server.url, "--port", str(port),
+         "--min-batch", str(min_batch), "--db", db],
+        env=dict(server.env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    wait_healthy(f"http://127.0.0.1:{port}", proc)
+    return proc
+
+
+def _sealed_messages(server, n, with_ids=False):
     r = httpx.post(server.url + "/rounds", json={"k": 2, "dim": 3, "epsilon": 2.0, "n_expected": 1000},
                    headers=server.op_headers())
     rnd = r.json()
     cfg = config_from_dict(rnd["config"])
     key = base64.b64decode(rnd["server_public_key"])
     msgs = encode_arrays(np.random.default_rng(0).uniform(-0.5, 0.5, (n, 3)), cfg).to_messages()
-    return rnd["id"], [base64.b64encode(seal(m.model_dump_json().encode(), key, rnd["id"])).decode() for m in msgs]
+    sealed = [base64.b64encode(seal(m.model_dump_json().encode(), key, rnd["id"])).decode() for m in msgs]
+    if with_ids:
+        return rnd["id"], sealed, [m.message_id for m in msgs]
+    return rnd["id"], sealed
 
 
 def _wait_reports(server, rid, n, seconds=10.0):
@@ -96,3 +110,47 @@ def test_buffered_messages_survive_a_shuffler_crash(server, shuffler, tmp_path):
     proc.kill()
     proc.wait()
     assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM buffer").fetchone()[0] == 10
+
+
+def test_every_acknowledged_message_survives_a_shuffler_sigkill(server, tmp_path):
+    """Devices send concurrently; SIGKILL the shuffler; restart it on the same
+    buffer: every message it acknowledged reaches the server, exactly once."""
+    port, db = free_port(), str(tmp_path / "kill.db")
+    proc = _spawn_shuffler(server, db, port, min_batch=50)
+    rid, sealed, ids = _sealed_messages(server, 3000, with_ids=True)
+    acked: set[int] = set()
+    lock = threading.Lock()
+
+    def device(indices):
+        with httpx.Client(timeout=5) as c:
+            for i in indices:
+                try:
+                    r = c.post(f"http://127.0.0.1:{port}/rounds/{rid}/messages", json={"sealed": sealed[i]},
+                               headers={"X-Device-Token": f"device-{i:012d}"})
+                except httpx.HTTPError:
+                    return
+                if r.status_code == 202:
+                    with lock:
+                        acked.add(i)
+
+    threads = [threading.Thread(target=device, args=(range(t, 3000, 8),)) for t in range(8)]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)
+    proc.kill()  # SIGKILL while devices are sending
+    proc.wait()
+    for t in threads:
+        t.join()
+    assert 0 < len(acked) < 3000
+    proc = _spawn_shuffler(server, db, port, min_batch=1)  # releases whatever survived
+    try:
+        assert _wait_reports(server, rid, len(acked), seconds=20)
+        time.sleep(0.5)
+        con = sqlite3.connect(server.db[len("sqlite:///"):])
+        stored = [r[0] for r in con.execute("SELECT message_id FROM reports WHERE round_id = ?", (rid,))]
+        assert {ids[i] for i in acked} <= set(stored)
+        assert len(stored) == len(set(stored))
+        assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM buffer").fetchone()[0] == 0
+    finally:
+        proc.kill()
+        proc.wait()

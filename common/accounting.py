@@ -1,0 +1,157 @@
+"""Privacy amplification by shuffling: central (eps, delta) from a local eps0.
+
+Feldman, McMillan, Talwar, "Hiding among the clones: a simple and nearly
+optimal analysis of privacy amplification by shuffling" (FOCS'21). If each of
+n devices applies an eps0-DP local randomiser and the server sees only a
+uniformly random permutation of the n messages, the view is (eps, delta)-DP
+for datasets that differ in one device's input (replacement neighbours).
+
+Two bounds, both from that paper:
+
+* ``closed_form_epsilon`` -- Theorem 3.1 / Eq. (2):
+  eps = log(1 + (e^eps0 - 1)/(e^eps0 + 1) * (8 sqrt(e^eps0 log(4/delta)) / sqrt(n) + 8 e^eps0 / n)),
+  valid for eps0 <= log(n / (16 log(2/delta))) (raises outside).
+* ``numerical_delta`` / ``numerical_epsilon`` -- the reduction behind it
+  (Theorem 3.2): the shuffled view is a post-processing of one of two
+  distributions on pairs of counts. With p = e^-eps0, C ~ Bin(n-1, p) (the
+  other devices that act as "clones" of device 1), A ~ Bin(C, 1/2) and
+  D ~ Bernoulli(e^eps0 / (e^eps0 + 1)):
+  P = (A + D, C - A + 1 - D) and Q = (A + 1 - D, C - A + D), so
+  delta(eps) <= max(H_{e^eps}(P || Q), H_{e^eps}(Q || P)) (hockey-stick
+  divergence; the pair is symmetric, so one direction suffices). We compute
+  it exactly: for each c the likelihood ratio P/Q is increasing in the first
+  count, so the positive part is one binomial tail (below), vectorised over c;
+  the mass of C outside +-12 standard deviations is added to delta whole.
+
+The inverses (largest eps0 meeting a target) are bisections, exact to 1e-4.
+Pure math, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import stats
+
+from shoal.common.errors import PrivacyError
+
+BOUNDS = ("fmt21-numerical", "fmt21-closed-form")
+
+
+def _check(eps0: float, n: int) -> None:
+    if not (math.isfinite(eps0) and eps0 > 0):
+        raise PrivacyError(f"local epsilon must be finite and > 0, got {eps0}")
+    if n < 2:
+        raise PrivacyError(f"amplification needs at least 2 shuffled messages, got n={n}")
+
+
+def _check_delta(delta: float) -> None:
+    if not (0 < delta < 1):
+        raise PrivacyError(f"delta must be in (0, 1), got {delta}")
+
+
+def closed_form_max_eps0(n: int, delta: float) -> float:
+    """The largest eps0 for which Theorem 3.1 applies: log(n / (16 log(2/delta)))."""
+    _check_delta(delta)
+    return math.log(n / (16 * math.log(2 / delta)))
+
+
+def closed_form_epsilon(eps0: float, n: int, delta: float) -> float:
+    """Central eps of n shuffled eps0-DP messages (FMT'21 Theorem 3.1, Eq. (2))."""
+    _check(eps0, n)
+    limit = closed_form_max_eps0(n, delta)
+    if eps0 > limit:
+        raise PrivacyError(f"the closed form needs eps0 <= log(n/(16 log(2/delta))) = {limit:.4f}; got eps0={eps0}, n={n}")
+    e0 = math.exp(eps0)
+    amp = (e0 - 1) / (e0 + 1) * (8 * math.sqrt(e0 * math.log(4 / delta)) / math.sqrt(n) + 8 * e0 / n)
+    return min(eps0, math.log1p(amp))
+
+
+def numerical_delta(eps0: float, n: int, eps: float) -> float:
+    """Smallest delta for which n shuffled eps0-DP messages are (eps, delta)-DP,
+    by the clone reduction of FMT'21 Theorem 3.2 (an upper bound on the truth)."""
+    _check(eps0, n)
+    if eps >= eps0:
+        return 0.0
+    if eps < 0:
+        raise PrivacyError(f"eps must be >= 0, got {eps}")
+    p = math.exp(-eps0)
+    q = math.exp(eps0) / (math.exp(eps0) + 1)  # P(D = 1)
+    ee = math.exp(eps)
+    mean, sd = (n - 1) * p, math.sqrt((n - 1) * p * (1 - p))
+    lo, hi = max(0, int(mean - 12 * sd) - 1), min(n - 1, int(mean + 12 * sd) + 2)
+    c = np.arange(lo, hi + 1)
+    w = stats.binom.pmf(c, n - 1, p)
+    tail = max(0.0, 1.0 - float(w.sum()))
+    # P(a|c)/Q(a|c) > e^eps  <=>  r = a/(c - a + 1) > t  (r is increasing in a).
+    t = (ee * q - (1 - q)) / (q - ee * (1 - q))
+    a_star = np.floor(t * (c + 1) / (1 + t)).astype(np.int64) + 1
+
+    def sf(k: np.ndarray) -> np.ndarray:  # P(Bin(c, 1/2) >= k)
+        return np.asarray(stats.binom.sf(k - 1, c, 0.5))
+
+    s1, s0 = sf(a_star - 1), sf(a_star)  # sums over a >= a* of Bin(a-1) and of Bin(a)
+    per_c = q * s1 + (1 - q) * s0 - ee * ((1 - q) * s1 + q * s0)
+    return float(min(1.0, float(np.dot(w, np.maximum(per_c, 0.0))) + tail))
+
+
+def numerical_epsilon(eps0: float, n: int, delta: float, tol: float = 1e-6) -> float:
+    """Smallest eps with ``numerical_delta(eps0, n, eps) <= delta`` (bisection)."""
+    _check(eps0, n)
+    _check_delta(delta)
+    if numerical_delta(eps0, n, 0.0) <= delta:
+        return 0.0
+    lo, hi = 0.0, eps0
+    while hi - lo > tol:
+        mid = (lo + hi) / 2
+        if numerical_delta(eps0, n, mid) <= delta:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def central_epsilon(eps0: float, n: int, delta: float, bound: str = "fmt21-numerical") -> float:
+    """Central eps of n shuffled eps0-DP messages under the named bound."""
+    if bound == "fmt21-numerical":
+        return numerical_epsilon(eps0, n, delta)
+    if bound == "fmt21-closed-form":
+        return closed_form_epsilon(eps0, n, delta)
+    raise PrivacyError(f"unknown amplification bound {bound!r}; known: {BOUNDS}")
+
+
+def max_local_epsilon(eps: float, delta: float, n: int, bound: str = "fmt21-numerical", tol: float = 1e-5) -> float:
+    """The largest eps0 whose n shuffled messages are (eps, delta)-DP under ``bound``.
+
+    Never below ``eps`` itself (a device at eps0 = eps meets the target
+    without any amplification). Bisection on eps0; both bounds grow with eps0.
+    """
+    if not (math.isfinite(eps) and eps > 0):
+        raise PrivacyError(f"central epsilon must be finite and > 0, got {eps}")
+    _check_delta(delta)
+    if n < 2:
+        raise PrivacyError(f"amplification needs at least 2 shuffled messages, got n={n}")
+    if bound == "fmt21-numerical":
+        def ok(e0: float) -> bool:
+            return numerical_delta(e0, n, eps) <= delta
+        hi = 40.0
+    elif bound == "fmt21-closed-form":
+        hi = closed_form_max_eps0(n, delta)
+        if hi <= eps:
+            return eps
+
+        def ok(e0: float) -> bool:
+            return closed_form_epsilon(e0, n, delta) <= eps
+    else:
+        raise PrivacyError(f"unknown amplification bound {bound!r}; known: {BOUNDS}")
+    lo = eps
+    if ok(hi):
+        return hi
+    while hi - lo > tol:
+        mid = (lo + hi) / 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo

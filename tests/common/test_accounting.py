@@ -1,0 +1,104 @@
+"""Amplification by shuffling (FMT'21): formula, exactness of the numerical bound, monotonicity, inverse."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from shoal.common.accounting import (
+    central_epsilon,
+    closed_form_epsilon,
+    closed_form_max_eps0,
+    max_local_epsilon,
+    numerical_delta,
+    numerical_epsilon,
+)
+from shoal.common.errors import PrivacyError
+
+
+def test_closed_form_is_theorem_3_1_eq_2():
+    # FMT'21 Theorem 3.1, Eq. (2), evaluated by hand for eps0=2, n=1e5, delta=1e-6.
+    e0, n, d = math.exp(2.0), 100_000, 1e-6
+    expected = math.log(1 + (e0 - 1) / (e0 + 1) * (8 * math.sqrt(e0 * math.log(4 / d)) / math.sqrt(n) + 8 * e0 / n))
+    assert closed_form_epsilon(2.0, n, d) == pytest.approx(expected, rel=1e-12)
+    assert closed_form_max_eps0(n, d) == pytest.approx(math.log(n / (16 * math.log(2 / d))))
+
+
+def test_closed_form_refuses_eps0_outside_its_range():
+    with pytest.raises(PrivacyError, match="closed form needs"):
+        closed_form_epsilon(6.0, 10_000, 1e-6)
+
+
+def _delta_by_enumeration(eps0, n, eps):
+    """The hockey-stick divergence of Theorem 3.2's P and Q summed over every (c, a)."""
+    p, q, ee = math.exp(-eps0), math.exp(eps0) / (math.exp(eps0) + 1), math.exp(eps)
+    total = 0.0
+    for c in range(n):
+        wc = stats.binom.pmf(c, n - 1, p)
+        b = stats.binom.pmf(np.arange(-1, c + 2), c, 0.5)  # Bin(c, 1/2) at a-1 for a = 0..c+1, then at a
+        prev, cur = b[:-1], b[1:]
+        pa = q * prev + (1 - q) * cur
+        qa = (1 - q) * prev + q * cur
+        total += wc * np.maximum(pa - ee * qa, 0).sum()
+    return total
+
+
+@pytest.mark.parametrize("eps0,eps", [(1.0, 0.3), (2.0, 0.8), (3.0, 1.5), (4.0, 3.9)])
+def test_numerical_delta_equals_the_exact_sum_over_all_counts(eps0, eps):
+    assert numerical_delta(eps0, 300, eps) == pytest.approx(_delta_by_enumeration(eps0, 300, eps), rel=1e-9, abs=1e-15)
+
+
+def test_numerical_delta_near_eps0_is_the_all_clones_on_one_side_event():
+    # Just below eps0 only a = c + 1 counts, so delta = (q - e^eps (1 - q)) E[2^-C]
+    # with E[2^-C] = (1 - p/2)^(n-1): the probability that every clone sides with device 1.
+    eps0, n, eps = 6.0, 10_000, 5.7
+    p, q = math.exp(-eps0), math.exp(eps0) / (math.exp(eps0) + 1)
+    expected = (q - math.exp(eps) * (1 - q)) * (1 - p / 2) ** (n - 1)
+    assert numerical_delta(eps0, n, eps) == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize("n", [10_000, 100_000, 1_000_000])
+@pytest.mark.parametrize("eps0", [0.5, 1.0, 2.0, 3.0])
+def test_numerical_bound_is_below_the_closed_form(n, eps0):
+    if eps0 > closed_form_max_eps0(n, 1e-6):
+        pytest.skip("outside the closed form's range")
+    assert numerical_epsilon(eps0, n, 1e-6) < closed_form_epsilon(eps0, n, 1e-6)
+
+
+def test_central_epsilon_grows_with_eps0_and_shrinks_with_n_and_delta():
+    e = [numerical_epsilon(e0, 100_000, 1e-6) for e0 in (0.5, 1, 2, 4, 6, 8)]
+    assert all(a < b for a, b in zip(e, e[1:], strict=False))
+    e = [numerical_epsilon(4.0, n, 1e-6) for n in (10_000, 100_000, 1_000_000)]
+    assert all(a > b for a, b in zip(e, e[1:], strict=False))
+    e = [numerical_epsilon(4.0, 100_000, d) for d in (1e-4, 1e-6, 1e-8)]
+    assert all(a < b for a, b in zip(e, e[1:], strict=False))
+    assert numerical_epsilon(4.0, 100_000, 1e-6) < 4.0  # amplification happens
+
+
+@pytest.mark.parametrize("bound", ["fmt21-numerical", "fmt21-closed-form"])
+@pytest.mark.parametrize("eps,n", [(0.5, 1_000_000), (1.0, 1_000_000), (2.0, 100_000), (1.0, 20_000)])
+def test_inverse_gives_the_largest_eps0_to_1e3(bound, eps, n):
+    e0 = max_local_epsilon(eps, 1e-6, n, bound)
+    assert e0 >= eps
+    assert central_epsilon(e0, n, 1e-6, bound) <= eps + 2e-6  # numerical_epsilon bisects to 1e-6
+    if bound == "fmt21-numerical" or e0 + 1e-3 <= closed_form_max_eps0(n, 1e-6):
+        assert central_epsilon(e0 + 1e-3, n, 1e-6, bound) > eps
+
+
+def test_unknown_bound_raises():
+    with pytest.raises(PrivacyError, match="unknown amplification bound"):
+        central_epsilon(1.0, 1000, 1e-6, "renyi-guess")
+
+
+@pytest.mark.parametrize("kw", [{"eps0": 0.0}, {"eps0": float("inf")}, {"n": 1}])
+def test_invalid_local_parameters_raise(kw):
+    args = {"eps0": 1.0, "n": 1000} | kw
+    with pytest.raises(PrivacyError):
+        numerical_epsilon(args["eps0"], args["n"], 1e-6)
+
+
+@pytest.mark.parametrize("delta", [0.0, 1.0, -1e-6])
+def test_invalid_delta_raises(delta):
+    with pytest.raises(PrivacyError, match="delta"):
+        numerical_epsilon(1.0, 1000, delta)
