@@ -155,7 +155,11 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--radius", type=float, default=1.0)
     sm.add_argument("--concurrency", type=int, default=50)
     sm.add_argument("--workers", type=int, default=2, help="device processes (httpx clients) sharing --concurrency")
-    sm.add_argument("--min-batch", type=int, default=100)
+    sm.add_argument("--min-batch", type=int, default=100,
+                    help="shuffler batch threshold (and, with --model shuffle, the batch the guarantee assumes)")
+    sm.add_argument("--model", choices=("local", "shuffle"), default="local",
+                    help="shuffle: --eps/--delta are the central target; devices randomise at the amplified eps0")
+    sm.add_argument("--delta", type=float, default=1e-6)
     sm.add_argument("--server-url", default=None)
     sm.add_argument("--shuffler-url", default=None)
     sm.add_argument("--seed", type=int, default=0)

@@ -8,6 +8,9 @@ errors are mapped to :class:`TransportError` here, at the boundary.
 
 from __future__ import annotations
 
+import base64
+import json
+import secrets
 import time
 from pathlib import Path
 
@@ -17,6 +20,7 @@ import numpy as np
 from shoal.client.encoder import encode
 from shoal.client.ledger import Ledger
 from shoal.common.config import RoundConfig, config_from_dict
+from shoal.common.envelope import seal
 from shoal.common.errors import ShoalError
 
 
@@ -33,37 +37,59 @@ class Device:
         retries: int = 5,
         backoff: float = 0.2,
         client: httpx.Client | None = None,
+        shuffler_url: str | None = None,
+        device_token: str | None = None,
     ) -> None:
+        """``shuffler_url`` is needed for shuffle-model rounds; ``device_token``
+        identifies this device to the shuffler only (one message per round)."""
         self.server_url = server_url.rstrip("/")
+        self.shuffler_url = shuffler_url.rstrip("/") if shuffler_url else None
+        self.device_token = device_token or secrets.token_hex(16)
         self.ledger = Ledger(ledger_path, cap)
         self.retries = retries
         self.backoff = backoff
         self.http = client or httpx.Client(timeout=30)
 
     def fetch_config(self, round_id: str) -> RoundConfig:
-        r = self._request("GET", f"/rounds/{round_id}/config")
-        return config_from_dict(r.json()["config"])
+        return self._fetch(round_id)[0]
+
+    def _fetch(self, round_id: str) -> tuple[RoundConfig, bytes]:
+        """The round's config (re-validated here, including a shuffle round's
+        amplification claim) and the server's public key."""
+        body = self._request("GET", f"/rounds/{round_id}/config").json()
+        return config_from_dict(body["config"]), base64.b64decode(body["server_public_key"])
 
     def participate(self, round_id: str, point: np.ndarray | list[float]) -> dict[str, int]:
         """Encode ``point`` for the round (once, ever) and deliver it."""
         message = self.ledger.message_for(round_id)
         if message is None:
-            cfg = self.fetch_config(round_id)
-            if cfg.model != "local":
-                raise TransportError(f"round model {cfg.model!r} is not supported by this client yet")
+            cfg, key = self._fetch(round_id)
+            if cfg.model == "shuffle" and not self.shuffler_url:
+                raise TransportError(f"round {round_id} is a shuffle-model round: this device needs a shuffler_url")
             message = encode(np.asarray(point, dtype=np.float64), cfg).model_dump_json()
+            if cfg.model == "shuffle":
+                # Sealed to the server, bound to the round: the shuffler cannot read it.
+                message = json.dumps({"sealed": base64.b64encode(seal(message.encode(), key, round_id)).decode()})
+            # The ledger charges the local epsilon: the guarantee that holds even
+            # if the shuffler and the server collude.
             self.ledger.charge(round_id, cfg.device_epsilon, message)
-        r = self._request("POST", f"/rounds/{round_id}/reports", content=message.encode(),
-                          headers={"content-type": "application/json"})
+        if message.startswith('{"sealed"'):
+            if not self.shuffler_url:
+                raise TransportError(f"a sealed message for round {round_id} needs a shuffler_url")
+            r = self._request("POST", f"/rounds/{round_id}/messages", base=self.shuffler_url, content=message.encode(),
+                              headers={"content-type": "application/json", "X-Device-Token": self.device_token})
+        else:
+            r = self._request("POST", f"/rounds/{round_id}/reports", content=message.encode(),
+                              headers={"content-type": "application/json"})
         out: dict[str, int] = r.json()
         return out
 
-    def _request(self, method: str, path: str, **kw: object) -> httpx.Response:
+    def _request(self, method: str, path: str, base: str | None = None, **kw: object) -> httpx.Response:
         delay = self.backoff
         last: str = ""
         for attempt in range(self.retries + 1):
             try:
-                r = self.http.request(method, self.server_url + path, **kw)  # type: ignore[arg-type]
+                r = self.http.request(method, (base or self.server_url) + path, **kw)  # type: ignore[arg-type]
             except httpx.HTTPError as exc:
                 last = f"{type(exc).__name__}: {exc}"
             else:

@@ -35,6 +35,7 @@ import numpy as np
 from scipy import stats
 
 from shoal.common.errors import PrivacyError
+from shoal.common.events import ShuffledEvent, local_epsilon
 
 BOUNDS = ("fmt21-numerical", "fmt21-closed-form")
 
@@ -155,3 +156,14 @@ def max_local_epsilon(eps: float, delta: float, n: int, bound: str = "fmt21-nume
         else:
             hi = mid
     return lo
+
+
+def central_guarantee(event: object) -> tuple[float, float]:
+    """The central (eps, delta) the server's view satisfies.
+
+    A ``ShuffledEvent`` gets the amplification bound it names; any other
+    event is pure local DP, (local eps, 0). Unknown events raise."""
+    if isinstance(event, ShuffledEvent):
+        eps0 = local_epsilon(event.local)
+        return central_epsilon(eps0, event.messages, event.delta, event.bound), event.delta
+    return local_epsilon(event), 0.0

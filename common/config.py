@@ -13,17 +13,18 @@ import secrets
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
+from shoal.common.accounting import BOUNDS, closed_form_epsilon, max_local_epsilon, numerical_delta
 from shoal.common.bounds import PublicBound
-from shoal.common.errors import ConfigError
-from shoal.common.events import ComposedEvent, NoReportEvent, local_epsilon
+from shoal.common.errors import ConfigError, PrivacyError
+from shoal.common.events import ComposedEvent, NoReportEvent, ShuffledEvent, local_epsilon
 from shoal.common.local_hashing import LocalHashingParams, optimal_buckets
 from shoal.common.privunit import PrivUnitParams
 
 Encoder = Literal["lsh", "nettree"]
-Model = Literal["local"]
+Model = Literal["local", "shuffle"]
 
 ENCODERS: tuple[str, ...] = ("lsh", "nettree")
-MODELS: tuple[str, ...] = ("local",)
+MODELS: tuple[str, ...] = ("local", "shuffle")
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,9 @@ class RoundConfig:
     model: Model = "local"
     delta: float = 0.0
     tree: TreeParams = field(default_factory=TreeParams)
+    central_epsilon: float = 0.0
+    min_batch: int = 0
+    amplification_bound: str = ""
     round_id: str = "local"
 
     def __post_init__(self) -> None:
@@ -134,6 +138,10 @@ class RoundConfig:
             raise ConfigError(f"n_expected must be >= 1, got {self.n_expected}")
         if not 0 <= self.delta < 1:
             raise ConfigError(f"delta must be in [0, 1), got {self.delta}")
+        if self.model == "shuffle":
+            self._check_shuffle()
+        elif self.delta or self.central_epsilon or self.min_batch or self.amplification_bound:
+            raise ConfigError("delta, central_epsilon, min_batch and amplification_bound belong to shuffle rounds")
         self.bound.check_dim(self.dim)
         if self.encoder == "lsh" and self.levels > 62:
             raise ConfigError(f"lsh supports at most 62 levels, got {self.levels}")
@@ -155,6 +163,33 @@ class RoundConfig:
             return None
         return PrivUnitParams.calibrate(self.dim, self.eps_vec)
 
+    def _check_shuffle(self) -> None:
+        """A shuffle round's claim is re-verified wherever its config is built
+        (server, and every device that fetches it): the local epsilon must give
+        the published central (eps, delta) for the smallest releasable batch."""
+        if not (math.isfinite(self.central_epsilon) and self.central_epsilon > 0):
+            raise ConfigError(f"a shuffle round needs central_epsilon > 0, got {self.central_epsilon}")
+        if not 0 < self.delta < 1:
+            raise ConfigError(f"a shuffle round needs delta in (0, 1), got {self.delta}")
+        if self.min_batch < 2:
+            raise ConfigError(f"a shuffle round needs min_batch >= 2, got {self.min_batch}")
+        if self.amplification_bound not in BOUNDS:
+            raise ConfigError(f"amplification_bound must be one of {BOUNDS}, got {self.amplification_bound!r}")
+        if self.epsilon < self.central_epsilon * (1 - 1e-9):
+            raise ConfigError(f"local epsilon {self.epsilon} below the central {self.central_epsilon}: nothing to amplify")
+        if self.amplification_bound == "fmt21-numerical":
+            holds = numerical_delta(self.epsilon, self.min_batch, self.central_epsilon) <= self.delta * (1 + 1e-6)
+        else:
+            try:
+                holds = closed_form_epsilon(self.epsilon, self.min_batch, self.delta) <= self.central_epsilon + 1e-9
+            except PrivacyError:
+                holds = False
+        if not holds:
+            raise ConfigError(
+                f"local epsilon {self.epsilon} shuffled in batches of {self.min_batch} does not give "
+                f"({self.central_epsilon}, {self.delta})-DP under {self.amplification_bound}"
+            )
+
     @property
     def privacy_event(self) -> ComposedEvent:
         """The record of what one device sends; its epsilon is the round's local eps."""
@@ -169,6 +204,13 @@ class RoundConfig:
     @property
     def device_epsilon(self) -> float:
         return local_epsilon(self.privacy_event)
+
+    @property
+    def round_event(self) -> object:
+        """What the server's view of the round is: the device record, shuffled or not."""
+        if self.model == "shuffle":
+            return ShuffledEvent(self.privacy_event, self.min_batch, self.delta, self.amplification_bound)
+        return self.privacy_event
 
     def with_overrides(self, **changes: Any) -> RoundConfig:
         return replace(self, **changes)
@@ -189,9 +231,19 @@ def derive_config(
     encoder: Encoder = "lsh",
     bound: PublicBound | None = None,
     seed: int | None = None,
+    model: Model = "local",
+    delta: float = 0.0,
+    min_batch: int = 0,
+    amplification_bound: str = "fmt21-numerical",
     **overrides: Any,
 ) -> RoundConfig:
-    """Fill every parameter of a local-model round from (n, d, k, eps).
+    """Fill every parameter of a round from (n, d, k, eps).
+
+    Local model: ``epsilon`` is each device's eps (pure LDP). Shuffle model:
+    ``epsilon`` and ``delta`` are the central target for the server's view of
+    any batch of at least ``min_batch`` shuffled messages; devices randomise at
+    the largest eps0 that meets it (``accounting.max_local_epsilon``), and
+    every other choice below is made for that eps0.
 
     Choices (each measured in ``shoal bench``; see README):
     - nettree projects to d' = min(d, ceil(log2 k) + 3) dimensions (Makarychev
@@ -220,6 +272,21 @@ def derive_config(
     if encoder not in ENCODERS:
         raise ConfigError(f"encoder must be one of {ENCODERS}, got {encoder!r}")
     bound = bound if bound is not None else PublicBound(radius=1.0)
+    shuffle: dict[str, Any] = {}
+    if model == "shuffle":
+        if min_batch < 2:
+            raise ConfigError(f"a shuffle round needs min_batch >= 2, got {min_batch}")
+        try:
+            eps0 = max_local_epsilon(epsilon, delta, min_batch, amplification_bound)
+        except PrivacyError as exc:
+            raise ConfigError(f"shuffle round: {exc}") from exc
+        shuffle = dict(model="shuffle", central_epsilon=float(epsilon), delta=float(delta),
+                       min_batch=int(min_batch), amplification_bound=amplification_bound)
+        epsilon = eps0
+    elif model != "local":
+        raise ConfigError(f"model must be one of {MODELS}, got {model!r}")
+    elif delta or min_batch:
+        raise ConfigError(f"delta={delta} and min_batch={min_batch} belong to shuffle rounds")
     logk = math.ceil(math.log2(max(k, 2)))
     if encoder == "nettree":
         proj_dim = min(dim, logk + 3)
@@ -263,6 +330,7 @@ def derive_config(
         vec_columns_log2=columns_log2,
         seed=secrets.randbits(63) if seed is None else int(seed),
         n_expected=int(n_expected),
+        **shuffle,
     )
     params.update(overrides)
     return RoundConfig(**params)

@@ -54,10 +54,24 @@ class ComposedEvent:
     events: tuple[object, ...] = field(default_factory=tuple)
 
 
+@dataclass(frozen=True)
+class ShuffledEvent:
+    """Every device's message (``local``) shuffled among at least ``messages``
+    others before the server sees it; central (eps, delta) by the named
+    amplification ``bound`` (``shoal.common.accounting``)."""
+
+    local: object
+    messages: int
+    delta: float
+    bound: str
+
+
 def local_epsilon(event: object) -> float:
     """The pure eps-LDP guarantee of ``event`` (basic composition for tuples)."""
     if isinstance(event, ComposedEvent):
         return math.fsum(local_epsilon(e) for e in event.events)
+    if isinstance(event, ShuffledEvent):
+        return local_epsilon(event.local)  # what the server learns if the shuffler colludes
     if isinstance(event, LocalHashingEvent | PrivUnitEvent | NoReportEvent):
         return float(event.epsilon)
     raise PrivacyError(f"no privacy rule for event {event!r}")

@@ -33,9 +33,20 @@ class CreateRoundIn(BaseModel):
     epsilon: float = Field(gt=0, le=50)
     n_expected: int = Field(ge=1, le=10**9)
     encoder: Literal["lsh", "nettree"] = "lsh"
-    model: Literal["local"] = "local"
+    model: Literal["local", "shuffle"] = Field(
+        "local", description="shuffle: epsilon/delta are the central target for batches of >= min_batch")
+    delta: float | None = Field(None, gt=0, lt=1, description="shuffle model only")
+    min_batch: int | None = Field(None, ge=2, le=10**9, description="shuffle model only: smallest batch released")
     bound: BoundIn = Field(default_factory=lambda: BoundIn(radius=1.0))
     tuning: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _shuffle_fields(self) -> CreateRoundIn:
+        if self.model == "shuffle" and (self.delta is None or self.min_batch is None):
+            raise ValueError("a shuffle round needs delta and min_batch")
+        if self.model == "local" and (self.delta is not None or self.min_batch is not None):
+            raise ValueError("delta and min_batch apply to shuffle rounds only")
+        return self
 
     @field_validator("epsilon")
     @classmethod

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from shoal.common.accounting import central_guarantee
 from shoal.common.bounds import clip_to_ball
 from shoal.common.config import RoundConfig
 from shoal.common.errors import DecodeError
@@ -59,16 +60,26 @@ class Decoder(Protocol):
 
 
 def privacy_statement(config: RoundConfig) -> dict[str, Any]:
-    """Machine-readable privacy of a local-model round, built from the event records."""
+    """Machine-readable privacy of a round, built from the event records.
+
+    ``device_epsilon`` is the local guarantee (what the server could learn
+    if the shuffler colluded with it); ``central_epsilon``/``delta`` is the
+    guarantee of the server's view, equal to it in the local model."""
     event = config.privacy_event
-    return {
+    central_eps, delta = central_guarantee(config.round_event)
+    out: dict[str, Any] = {
         "model": config.model,
         "device_epsilon": local_epsilon(event),
-        "delta": 0.0,
+        "central_epsilon": central_eps,
+        "delta": delta,
         "reports": [type(e).__name__ for e in event.events],
         "report_epsilons": [local_epsilon(e) for e in event.events],
         "composition": "basic",
     }
+    if config.model == "shuffle":
+        out.update(batch_size_assumed=config.min_batch, amplification_bound=config.amplification_bound,
+                   neighbouring="replace one device's input (FMT'21)")
+    return out
 
 
 class TreeDecoder:

@@ -63,7 +63,7 @@ class RoundService:
         round_id = secrets.token_hex(8)
         cfg = derive_config(
             inp.n_expected, inp.dim, inp.k, inp.epsilon, encoder=inp.encoder, bound=bound,
-            round_id=round_id, **inp.tuning,
+            round_id=round_id, model=inp.model, delta=inp.delta or 0.0, min_batch=inp.min_batch or 0, **inp.tuning,
         )
         self.store.create_round(round_id, config_to_dict(cfg))
         return self.store.get_round(round_id)

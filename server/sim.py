@@ -173,6 +173,9 @@ def send_devices(bodies: list[bytes], url_for: list[str], headers: list[dict[str
 
 
 def run_sim(args: argparse.Namespace) -> int:
+    if args.model == "shuffle" and not args.via_shuffler:
+        print("shoal sim: --model shuffle needs --via-shuffler", file=sys.stderr)
+        return 2
     ds = _dataset(args)
     n, d = ds.points.shape
     k = args.k or ds.k
@@ -192,6 +195,8 @@ def run_sim(args: argparse.Namespace) -> int:
         op = {"Authorization": f"Bearer {op_token}"}
         b = ds.bound
         body: dict[str, Any] = {"k": k, "dim": d, "epsilon": args.eps, "n_expected": n, "encoder": args.encoder,
+                                **({"model": "shuffle", "delta": args.delta, "min_batch": args.min_batch}
+                                   if args.model == "shuffle" else {}),
                                 "bound": {"radius": b.radius, "low": list(b.low) if b.low else None,
                                           "high": list(b.high) if b.high else None}}
         r = httpx.post(server_url + "/rounds", json=body, headers=op, timeout=30)
@@ -230,7 +235,8 @@ def run_sim(args: argparse.Namespace) -> int:
         centers_ball = ds.bound.to_ball(np.asarray(res["centers"]))
         out = {
             "users": n, "received": received, "failed": failures, "via_shuffler": bool(args.via_shuffler),
-            "dataset": ds.name, "d": d, "k": k, "eps": args.eps, "encoder": args.encoder,
+            "dataset": ds.name, "d": d, "k": k, "eps": args.eps, "encoder": args.encoder, "model": args.model,
+            "privacy": res["privacy"],
             "normalized_objective": kmeans_cost(ball, centers_ball) / n,
             "nonprivate_objective": nonprivate_objective(ball, k),
             "trivial_objective": kmeans_cost(ball, ball.mean(0, keepdims=True)) / n,
@@ -243,6 +249,9 @@ def run_sim(args: argparse.Namespace) -> int:
             print(f"shoal sim: {n} devices, dataset {ds.name}, d={d} k={k} eps={args.eps} {args.encoder}, "
                   f"{'via shuffler (min batch ' + str(args.min_batch) + ')' if args.via_shuffler else 'direct'}")
             print(f"  received {received} reports, {failures} devices failed; {out['reports_per_second']:.0f} reports/s; decode {decode_s:.1f} s")
+            pr = res["privacy"]
+            print(f"  privacy: model {pr['model']}, device eps {pr['device_epsilon']:.3f}, "
+                  f"central ({pr['central_epsilon']:.3f}, {pr['delta']:g})")
             print(f"  objective {out['normalized_objective']:.5f}  non-private {out['nonprivate_objective']:.5f}  one center {out['trivial_objective']:.5f}")
             print("  centers:")
             print(format_centers(res["centers"], precision=3))

@@ -94,6 +94,7 @@ def simulate(
         "peak_rss_mb": peak_rss_mb(),
         "centers": result.centers.tolist(),
         "diagnostics": result.diagnostics,
+        "privacy": result.privacy,
         "config": {
             "levels": cfg.levels,
             "proj_dim": cfg.proj_dim,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import secrets
 import threading
 import time
@@ -52,6 +53,7 @@ class Forwarder:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self.forwarded = 0
+        self._round_min: dict[str, int] = {}
         self.thread = threading.Thread(target=self._loop, daemon=True)
 
     def start(self) -> None:
@@ -65,15 +67,27 @@ class Forwarder:
             for rid in self.buffer.rounds_ready(self.s.min_batch):
                 try:
                     self.release(rid)
-                except (httpx.HTTPError, RuntimeError):
+                except (httpx.HTTPError, RuntimeError) as exc:
+                    logging.getLogger("shoal.shuffler").warning("round %s not released yet: %s", rid, exc)
                     time.sleep(self.s.poll_seconds)  # retried on the next pass
             self._stop.wait(self.s.poll_seconds)
 
+    def threshold(self, round_id: str) -> int:
+        """The smallest batch released for a round: our --min-batch, or the
+        round's own ``min_batch`` if larger (a shuffle round's central
+        guarantee assumes it). Read once from the round's public config."""
+        if round_id not in self._round_min:
+            r = self.http.get(f"{self.s.server_url}/rounds/{round_id}/config")
+            if r.status_code != 200:
+                raise RuntimeError(f"cannot read round {round_id}'s config: {r.status_code}")
+            self._round_min[round_id] = int(r.json()["config"].get("min_batch", 0))
+        return max(self.s.min_batch, self._round_min[round_id])
+
     def release(self, round_id: str) -> int:
-        """Forward every buffered message of a round, shuffled, if there are >= min_batch."""
+        """Forward every buffered message of a round, shuffled, if there are >= the round's threshold."""
         with self._lock:
             items = self.buffer.take(round_id)
-            if len(items) < self.s.min_batch:
+            if len(items) < self.threshold(round_id):
                 return 0
             secrets.SystemRandom().shuffle(items)
             body = {"sealed": [base64.b64encode(s).decode() for _, s in items]}
@@ -124,8 +138,12 @@ def create_app(settings: ShufflerSettings) -> FastAPI:
         if authorization != f"Bearer {settings.token}":
             raise HTTPException(status_code=403, detail="flush needs the shuffler token")
         n = buffer.count(round_id)
-        if n < settings.min_batch:
-            raise HTTPException(status_code=409, detail=f"only {n} messages buffered, below min_batch {settings.min_batch}")
+        try:
+            need = forwarder.threshold(round_id)
+        except (httpx.HTTPError, RuntimeError) as exc:
+            raise HTTPException(status_code=502, detail=f"cannot read the round's config: {exc}") from exc
+        if n < need:
+            raise HTTPException(status_code=409, detail=f"only {n} messages buffered, below min_batch {need}")
         return {"forwarded": forwarder.release(round_id)}
 
     return app

@@ -4,7 +4,13 @@ import numpy as np
 import pytest
 
 from shoal.common.bounds import PublicBound
-from shoal.common.config import RoundConfig, TreeParams, derive_config
+from shoal.common.config import (
+    RoundConfig,
+    TreeParams,
+    config_from_dict,
+    config_to_dict,
+    derive_config,
+)
 from shoal.common.errors import ConfigError, PrivacyError
 from shoal.common.events import local_epsilon
 from shoal.common.public_random import PublicRandomness
@@ -124,3 +130,42 @@ def test_config_from_dict_rejects_garbage():
 
     with pytest.raises(ConfigError, match="not a round config"):
         config_from_dict({"k": 3})
+
+
+def _shuffle_cfg(**kw):
+    args = dict(model="shuffle", delta=1e-6, min_batch=100_000, seed=1) | kw
+    return derive_config(1_000_000, 20, 4, 1.0, **args)
+
+
+def test_shuffle_round_randomises_at_the_amplified_local_epsilon():
+    from shoal.common.accounting import central_guarantee, max_local_epsilon
+
+    cfg = _shuffle_cfg()
+    assert cfg.epsilon == pytest.approx(max_local_epsilon(1.0, 1e-6, 100_000))
+    assert cfg.epsilon > 5  # far less noise than a local eps=1 round
+    assert cfg.eps_hist + cfg.eps_vec <= cfg.epsilon * (1 + 1e-9)
+    eps, delta = central_guarantee(cfg.round_event)
+    assert eps <= 1.0 + 2e-6 and delta == 1e-6
+
+
+def test_a_tampered_shuffle_config_is_refused_by_whoever_loads_it():
+    data = config_to_dict(_shuffle_cfg())
+    data["central_epsilon"] = 0.5  # the published claim no longer follows from eps0 and min_batch
+    with pytest.raises(ConfigError, match="does not give"):
+        config_from_dict(data)
+    data = config_to_dict(_shuffle_cfg())
+    data["min_batch"] = 1000
+    with pytest.raises(ConfigError, match="does not give"):
+        config_from_dict(data)
+
+
+@pytest.mark.parametrize("kw,match", [({"delta": 0.0}, "delta"), ({"min_batch": 1}, "min_batch"),
+                                      ({"amplification_bound": "guess"}, "amplification")])
+def test_rejects_invalid_shuffle_parameter(kw, match):
+    with pytest.raises(ConfigError, match=match):
+        _shuffle_cfg(**kw)
+
+
+def test_local_round_refuses_shuffle_fields():
+    with pytest.raises(ConfigError, match="shuffle rounds"):
+        derive_config(1000, 4, 2, 2.0, delta=1e-6)

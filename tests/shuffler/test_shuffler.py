@@ -154,3 +154,29 @@ def test_every_acknowledged_message_survives_a_shuffler_sigkill(server, tmp_path
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_devices_join_a_shuffle_round_through_the_shuffler(server, shuffler, tmp_path):
+    from shoal.client.device import Device, TransportError
+
+    url, _, _ = shuffler
+    body = {"k": 2, "dim": 3, "epsilon": 2.0, "n_expected": 100, "model": "shuffle", "delta": 1e-6, "min_batch": 25}
+    r = httpx.post(server.url + "/rounds", json=body, headers=server.op_headers())
+    assert r.status_code == 201, r.text
+    rid = r.json()["id"]
+    assert r.json()["config"]["min_batch"] == 25 and r.json()["config"]["epsilon"] >= 2.0
+    with pytest.raises(TransportError, match="shuffler_url"):
+        Device(server.url, tmp_path / "lonely.json").participate(rid, [0.1, 0.2, 0.3])
+    pts = np.random.default_rng(1).uniform(-0.5, 0.5, (30, 3))
+    for i in range(24):
+        Device(server.url, tmp_path / f"d{i}.json", shuffler_url=url).participate(rid, pts[i])
+    time.sleep(0.6)  # 24 buffered: below the round's min_batch of 25 (above the shuffler's 20)
+    assert httpx.get(server.url + f"/rounds/{rid}").json()["reports"] == 0
+    for i in range(24, 30):
+        Device(server.url, tmp_path / f"d{i}.json", shuffler_url=url).participate(rid, pts[i])
+    assert _wait_reports(server, rid, 25)
+    time.sleep(0.5)
+    # Whatever was buffered when the 25th arrived went as one batch; a tail below 25 waits.
+    released = httpx.get(server.url + f"/rounds/{rid}").json()["reports"]
+    left = sqlite3.connect(shuffler[1]).execute("SELECT COUNT(*) FROM buffer WHERE round_id = ?", (rid,)).fetchone()[0]
+    assert released >= 25 and left < 25 and released + left == 30
