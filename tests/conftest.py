@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import secrets
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -13,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from tests_helpers import free_port, wait_healthy  # noqa: E402
+from tests_helpers import free_port, pg_schema, wait_healthy  # noqa: E402
 
 
 @dataclass
@@ -60,29 +59,16 @@ def server(tmp_path: Path):
     s.proc.wait()
 
 
-PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
-
-
 @pytest.fixture
 def pg_server(tmp_path: Path):
     """A server process whose store is the real PostgreSQL (a fresh schema per test)."""
-    try:
-        import psycopg
-
-        conn = psycopg.connect(PG_URL, autocommit=True, connect_timeout=3)
-    except Exception as exc:  # noqa: BLE001 - any connection failure means "not available"
-        pytest.skip(f"PostgreSQL not reachable at {PG_URL}: {exc}")
-    schema = "t_" + secrets.token_hex(4)
-    conn.execute(f"CREATE SCHEMA {schema}")
-    port = free_port()
-    env = dict(os.environ, SHOAL_OPERATOR_TOKEN="op-" + "x" * 20, SHOAL_SHUFFLER_TOKEN="sh-" + "y" * 20,
-               SHOAL_KEY_PATH=str(tmp_path / "key.pem"))
-    db = f"{PG_URL}?options=-csearch_path%3D{schema}"
-    proc = _spawn(env, port, db)
-    url = f"http://127.0.0.1:{port}"
-    wait_healthy(url, proc)
-    yield ServerProc(url, env["SHOAL_OPERATOR_TOKEN"], env["SHOAL_SHUFFLER_TOKEN"], proc, db, env, port)
-    proc.kill()
-    proc.wait()
-    conn.execute(f"DROP SCHEMA {schema} CASCADE")
-    conn.close()
+    with pg_schema() as db:
+        port = free_port()
+        env = dict(os.environ, SHOAL_OPERATOR_TOKEN="op-" + "x" * 20, SHOAL_SHUFFLER_TOKEN="sh-" + "y" * 20,
+                   SHOAL_KEY_PATH=str(tmp_path / "key.pem"))
+        proc = _spawn(env, port, db)
+        url = f"http://127.0.0.1:{port}"
+        wait_healthy(url, proc)
+        yield ServerProc(url, env["SHOAL_OPERATOR_TOKEN"], env["SHOAL_SHUFFLER_TOKEN"], proc, db, env, port)
+        proc.kill()
+        proc.wait()

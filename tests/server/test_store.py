@@ -1,31 +1,20 @@
 """Stores: SQLite always; PostgreSQL against the real server on 127.0.0.1:5432."""
 
-import secrets
-
 import numpy as np
 import pytest
+from tests_helpers import pg_schema
 
 from shoal.client.encoder import encode_arrays
 from shoal.common.config import config_to_dict, derive_config
 from shoal.common.messages import new_message_id
 from shoal.server.store import PostgresStore, SQLiteStore, StoreError, open_store
 
-PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
-
 
 def _pg_store():
-    try:
-        import psycopg
-
-        conn = psycopg.connect(PG_URL, autocommit=True, connect_timeout=3)
-    except Exception as exc:  # noqa: BLE001 - any connection failure means "not available"
-        pytest.skip(f"PostgreSQL not reachable at {PG_URL}: {exc}")
-    schema = "t_" + secrets.token_hex(4)
-    conn.execute(f"CREATE SCHEMA {schema}")
-    conn.close()
-    store = PostgresStore(PG_URL + f"?options=-csearch_path%3D{schema}")
-    yield store
-    store._conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    with pg_schema() as url:
+        store = PostgresStore(url)
+        yield store
+        store._conn.close()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
