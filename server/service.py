@@ -105,19 +105,18 @@ class RoundService:
 
     # -- ingestion --
     def _commit(self, groups: list[Pending]) -> list[int | BaseException]:
-        """GroupCommit's writer: one transaction for every open round's reports."""
+        """GroupCommit's writer: one transaction for every open round's reports;
+        groups for rounds that are no longer open get their RoundStateError."""
         with self._state_lock:
-            out: list[int | BaseException] = []
-            ok: list[Pending] = []
-            for g in groups:
+            refused: dict[int, BaseException] = {}
+            for i, (round_id, _, _) in enumerate(groups):
                 try:
-                    self._require_open(g[0])
-                    ok.append(g)
-                    out.append(-1)
+                    self._require_open(round_id)
                 except ShoalError as exc:
-                    out.append(exc)
-            counts = iter(self.store.add_report_groups(ok)) if ok else iter(())
-            return [next(counts) if r == -1 else r for r in out]
+                    refused[i] = exc
+            ok = [i for i in range(len(groups)) if i not in refused]
+            counts = dict(zip(ok, self.store.add_report_groups([groups[i] for i in ok]) if ok else [], strict=True))
+            return [refused[i] if i in refused else counts[i] for i in range(len(groups))]
 
     def _pending(self, round_id: str, messages: list[DeviceMessage]) -> Pending:
         cfg = self.config(round_id)

@@ -112,13 +112,12 @@ class Services:
 async def _send_all(bodies: list[bytes], url_for: list[str], headers: list[dict[str, str]], concurrency: int,
                     sent: Any) -> int:
     sem = asyncio.Semaphore(concurrency)
-    done = 0
     failures = 0
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(timeout=60, limits=limits) as client:
 
         async def one(i: int) -> None:
-            nonlocal done, failures
+            nonlocal failures
             async with sem:
                 delay = 0.05
                 for _ in range(6):
@@ -132,10 +131,8 @@ async def _send_all(bodies: list[bytes], url_for: list[str], headers: list[dict[
                     delay *= 2
                 else:
                     failures += 1
-                done += 1
-                if done % 50 == 0 or done == len(bodies):
-                    with sent.get_lock():
-                        sent.value += 50 if done % 50 == 0 else done % 50
+                with sent.get_lock():
+                    sent.value += 1
 
         await asyncio.gather(*(one(i) for i in range(len(bodies))))
     return failures

@@ -32,10 +32,6 @@ class Buffer:
     def _device(token: str) -> str:
         return hashlib.sha256(token.encode()).hexdigest()
 
-    def add(self, round_id: str, device_token: str, sealed: bytes) -> bool:
-        """Buffer durably; False if this device already sent a message for this round."""
-        return bool(self.add_many([(round_id, device_token, sealed)])[0])
-
     def add_many(self, items: list[tuple[str, str, bytes]]) -> list[bool | BaseException]:
         """Several devices' messages in one transaction (one fsync); per item,
         True if buffered, False if that device already sent one for the round."""

@@ -1,14 +1,16 @@
 """Helpers shared by test modules (importable: tests/ is on sys.path)."""
 
 import secrets
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
+import httpx
 import pytest
 
 from shoal.server.sim import free_port, wait_healthy
 
-__all__ = ["PG_URL", "free_port", "pg_schema", "wait_healthy"]
+__all__ = ["PG_URL", "free_port", "pg_schema", "send_until_killed", "wait_healthy"]
 
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -31,3 +33,33 @@ def pg_schema() -> Iterator[str]:
     finally:
         conn.execute(f"DROP SCHEMA {schema} CASCADE")
         conn.close()
+
+
+def send_until_killed(count: int, post: Callable[[httpx.Client, int], httpx.Response], kill: Callable[[], None],
+                      threads: int = 8, after: float = 1.0) -> set[int]:
+    """Devices 0..count-1 POST concurrently (``post(client, i)``); ``kill`` runs
+    after ``after`` seconds. Returns the devices whose message was acknowledged
+    (202); a device thread stops at its first transport error."""
+    acked: set[int] = set()
+    lock = threading.Lock()
+
+    def device(indices: Sequence[int]) -> None:
+        with httpx.Client(timeout=5) as c:
+            for i in indices:
+                try:
+                    r = post(c, i)
+                except httpx.HTTPError:
+                    return
+                if r.status_code == 202:
+                    with lock:
+                        acked.add(i)
+
+    workers = [threading.Thread(target=device, args=(range(t, count, threads),)) for t in range(threads)]
+    for w in workers:
+        w.start()
+    stop = threading.Event()
+    stop.wait(after)
+    kill()  # SIGKILL while devices are sending
+    for w in workers:
+        w.join()
+    return acked

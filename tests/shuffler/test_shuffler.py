@@ -4,13 +4,12 @@ import base64
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 
 import httpx
 import numpy as np
 import pytest
-from tests_helpers import free_port, wait_healthy
+from tests_helpers import free_port, send_until_killed, wait_healthy
 
 from shoal.client.encoder import encode_arrays
 from shoal.common.config import config_from_dict
@@ -118,29 +117,17 @@ def test_every_acknowledged_message_survives_a_shuffler_sigkill(server, tmp_path
     port, db = free_port(), str(tmp_path / "kill.db")
     proc = _spawn_shuffler(server, db, port, min_batch=50)
     rid, sealed, ids = _sealed_messages(server, 3000, with_ids=True)
-    acked: set[int] = set()
-    lock = threading.Lock()
 
-    def device(indices):
-        with httpx.Client(timeout=5) as c:
-            for i in indices:
-                try:
-                    r = c.post(f"http://127.0.0.1:{port}/rounds/{rid}/messages", json={"sealed": sealed[i]},
-                               headers={"X-Device-Token": f"device-{i:012d}"})
-                except httpx.HTTPError:
-                    return
-                if r.status_code == 202:
-                    with lock:
-                        acked.add(i)
+    def kill():
+        proc.kill()
+        proc.wait()
 
-    threads = [threading.Thread(target=device, args=(range(t, 3000, 8),)) for t in range(8)]
-    for t in threads:
-        t.start()
-    time.sleep(1.0)
-    proc.kill()  # SIGKILL while devices are sending
-    proc.wait()
-    for t in threads:
-        t.join()
+    acked = send_until_killed(
+        3000,
+        lambda c, i: c.post(f"http://127.0.0.1:{port}/rounds/{rid}/messages", json={"sealed": sealed[i]},
+                            headers={"X-Device-Token": f"device-{i:012d}"}),
+        kill,
+    )
     assert 0 < len(acked) < 3000
     proc = _spawn_shuffler(server, db, port, min_batch=1)  # releases whatever survived
     try:
