@@ -55,6 +55,10 @@ def _bench(args: argparse.Namespace) -> int:
         from shoal.server.service_bench import run_services_bench
 
         return run_services_bench(args)
+    if args.model == "shuffle":
+        from shoal.server.shuffle_bench import run_shuffle_bench
+
+        return run_shuffle_bench(args)
     from shoal.server.bench import run_bench
 
     return run_bench(args)
@@ -160,6 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--model", choices=("local", "shuffle"), default="local",
                     help="shuffle: --eps/--delta are the central target; devices randomise at the amplified eps0")
     sm.add_argument("--delta", type=float, default=1e-6)
+    sm.add_argument("--refine", type=float, default=None, metavar="EPS",
+                    help="after the round, a refine round at central EPS (delta --delta, at least --min-batch devices) "
+                         "through secure summation; needs --via-shuffler")
     sm.add_argument("--server-url", default=None)
     sm.add_argument("--shuffler-url", default=None)
     sm.add_argument("--seed", type=int, default=0)
@@ -180,6 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--perf", action="store_true", help="time encode/ingest/decode of 1e6 devices instead of the sweep")
     b.add_argument("--services", action="store_true",
                    help="ingestion throughput/latency of the real server and `shoal sim` timings")
+    b.add_argument("--model", choices=("local", "shuffle"), default="local",
+                   help="shuffle: local vs shuffle vs shuffle+refine at equal central eps (paper n=1e6 and Uber)")
     b.set_defaults(func=_bench)
     return p
 

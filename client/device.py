@@ -17,11 +17,14 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from shoal.client.encoder import encode
+from shoal.client.encoder import device_rng, encode
 from shoal.client.ledger import Ledger
 from shoal.common.config import RoundConfig, config_from_dict
 from shoal.common.envelope import seal
 from shoal.common.errors import ShoalError
+from shoal.common.messages import sealed_share_parts
+from shoal.common.refine import RefineConfig, contributions, is_refine, refine_from_dict
+from shoal.common.secure_sum import encode_devices
 
 
 class TransportError(ShoalError):
@@ -63,6 +66,11 @@ class Device:
         """Encode ``point`` for the round (once, ever) and deliver it."""
         message = self.ledger.message_for(round_id)
         if message is None:
+            body = self._request("GET", f"/rounds/{round_id}/config").json()
+            if is_refine(body["config"]):
+                message = self._refine_message(round_id, refine_from_dict(body["config"]),
+                                               base64.b64decode(body["server_public_key"]), point)
+        if message is None:
             cfg, key = self._fetch(round_id)
             if cfg.model == "shuffle" and not self.shuffler_url:
                 raise TransportError(f"round {round_id} is a shuffle-model round: this device needs a shuffler_url")
@@ -73,7 +81,7 @@ class Device:
             # The ledger charges the local epsilon: the guarantee that holds even
             # if the shuffler and the server collude.
             self.ledger.charge(round_id, cfg.device_epsilon, message)
-        if message.startswith('{"sealed"'):
+        if message.startswith(('{"sealed"', '{"parts"')):
             if not self.shuffler_url:
                 raise TransportError(f"a sealed message for round {round_id} needs a shuffler_url")
             r = self._request("POST", f"/rounds/{round_id}/messages", base=self.shuffler_url, content=message.encode(),
@@ -83,6 +91,19 @@ class Device:
                               headers={"content-type": "application/json"})
         out: dict[str, int] = r.json()
         return out
+
+    def _refine_message(self, round_id: str, cfg: RefineConfig, key: bytes, point: np.ndarray | list[float]) -> str:
+        """A refine round: contribute (point, 1) to the nearest published center
+        through secure summation; each share sealed on its own, all sent via the
+        shuffler in one submission. The ledger charges the round's central eps
+        (this round has no local guarantee: see ``SecureSumEvent``)."""
+        if not self.shuffler_url:
+            raise TransportError(f"round {round_id} is a secure-sum round: this device needs a shuffler_url")
+        x = np.asarray(point, dtype=np.float64).reshape(1, -1)
+        shares = encode_devices(contributions(x, cfg), cfg.secure_sum, device_rng())
+        message = json.dumps({"parts": sealed_share_parts(shares, key, round_id)[0]})
+        self.ledger.charge(round_id, cfg.secure_sum.epsilon, message)
+        return message
 
     def _request(self, method: str, path: str, base: str | None = None, **kw: object) -> httpx.Response:
         delay = self.backoff

@@ -8,9 +8,15 @@ for datasets that differ in one device's input (replacement neighbours).
 
 Two bounds, both from that paper:
 
-* ``closed_form_epsilon`` -- Theorem 3.1 / Eq. (2):
-  eps = log(1 + (e^eps0 - 1)/(e^eps0 + 1) * (8 sqrt(e^eps0 log(4/delta)) / sqrt(n) + 8 e^eps0 / n)),
-  valid for eps0 <= log(n / (16 log(2/delta))) (raises outside).
+* ``closed_form_epsilon`` -- Theorem 3.1 in the form the authors' reference
+  implementation evaluates (arXiv:2012.12803, Appendix E; the code that
+  accompanies the paper). With a = 8 sqrt(e^eps0 log(4/delta) / n),
+  b = 8 e^eps0 / n and eps' = log(1 + a + b):
+  eps = log(1 + (1 - e^-eps0) / (1 + e^(-eps0 - eps')) * (a + b)).
+  This is slightly larger (more conservative) than the FOCS Eq. (2) factor
+  (e^eps0 - 1)/(e^eps0 + 1) and is what the published example values give.
+  Valid for eps0 <= log(n / (16 log(4/delta))) -- the stricter of the two
+  conditions stated in the paper and its code (raises outside).
 * ``numerical_delta`` / ``numerical_epsilon`` -- the reduction behind it
   (Theorem 3.2): the shuffled view is a post-processing of one of two
   distributions on pairs of counts. With p = e^-eps0, C ~ Bin(n-1, p) (the
@@ -35,7 +41,7 @@ import numpy as np
 from scipy import stats
 
 from shoal.common.errors import PrivacyError
-from shoal.common.events import ShuffledEvent, local_epsilon
+from shoal.common.events import RoundsEvent, SecureSumEvent, ShuffledEvent, local_epsilon
 
 BOUNDS = ("fmt21-numerical", "fmt21-closed-form")
 
@@ -53,20 +59,21 @@ def _check_delta(delta: float) -> None:
 
 
 def closed_form_max_eps0(n: int, delta: float) -> float:
-    """The largest eps0 for which Theorem 3.1 applies: log(n / (16 log(2/delta)))."""
+    """The largest eps0 for which Theorem 3.1 applies: log(n / (16 log(4/delta)))."""
     _check_delta(delta)
-    return math.log(n / (16 * math.log(2 / delta)))
+    return math.log(n / (16 * math.log(4 / delta)))
 
 
 def closed_form_epsilon(eps0: float, n: int, delta: float) -> float:
-    """Central eps of n shuffled eps0-DP messages (FMT'21 Theorem 3.1, Eq. (2))."""
+    """Central eps of n shuffled eps0-DP messages (FMT'21 Theorem 3.1; see module doc)."""
     _check(eps0, n)
     limit = closed_form_max_eps0(n, delta)
     if eps0 > limit:
-        raise PrivacyError(f"the closed form needs eps0 <= log(n/(16 log(2/delta))) = {limit:.4f}; got eps0={eps0}, n={n}")
+        raise PrivacyError(f"the closed form needs eps0 <= log(n/(16 log(4/delta))) = {limit:.4f}; got eps0={eps0}, n={n}")
     e0 = math.exp(eps0)
-    amp = (e0 - 1) / (e0 + 1) * (8 * math.sqrt(e0 * math.log(4 / delta)) / math.sqrt(n) + 8 * e0 / n)
-    return min(eps0, math.log1p(amp))
+    ab = 8 * math.sqrt(e0 * math.log(4 / delta) / n) + 8 * e0 / n
+    factor = -math.expm1(-eps0) / (1 + math.exp(-eps0 - math.log1p(ab)))
+    return min(eps0, math.log1p(factor * ab))
 
 
 def numerical_delta(eps0: float, n: int, eps: float) -> float:
@@ -161,8 +168,15 @@ def max_local_epsilon(eps: float, delta: float, n: int, bound: str = "fmt21-nume
 def central_guarantee(event: object) -> tuple[float, float]:
     """The central (eps, delta) the server's view satisfies.
 
-    A ``ShuffledEvent`` gets the amplification bound it names; any other
+    A ``ShuffledEvent`` gets the amplification bound it names, a
+    ``SecureSumEvent`` its own (eps, delta), a ``RoundsEvent`` the sum over
+    its rounds (basic composition); any other
     event is pure local DP, (local eps, 0). Unknown events raise."""
+    if isinstance(event, SecureSumEvent):
+        return event.epsilon, event.delta
+    if isinstance(event, RoundsEvent):
+        parts = [central_guarantee(e) for e in event.rounds]
+        return math.fsum(e for e, _ in parts), math.fsum(d for _, d in parts)
     if isinstance(event, ShuffledEvent):
         eps0 = local_epsilon(event.local)
         return central_epsilon(eps0, event.messages, event.delta, event.bound), event.delta

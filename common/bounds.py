@@ -80,6 +80,22 @@ class PublicBound:
         return y * self.scale + self._mid(y.shape[1])
 
 
+def bound_to_dict(bound: PublicBound) -> dict[str, object]:
+    """The JSON form published in round configs (tuples as lists)."""
+    return {"radius": bound.radius, "low": list(bound.low) if bound.low is not None else None,
+            "high": list(bound.high) if bound.high is not None else None}
+
+
+def bound_from_dict(b: dict[str, object]) -> PublicBound:
+    """Inverse of ``bound_to_dict``; validates again."""
+    low, high, radius = b.get("low"), b.get("high"), b.get("radius")
+    return PublicBound(
+        radius=float(radius) if isinstance(radius, int | float) else None,
+        low=tuple(low) if isinstance(low, list | tuple) else None,
+        high=tuple(high) if isinstance(high, list | tuple) else None,
+    )
+
+
 def clip_to_ball(y: NDArray[np.float64], radius: float = 1.0) -> NDArray[np.float64]:
     """Project rows onto the L2 ball of ``radius`` (rows inside are unchanged)."""
     norms = np.linalg.norm(y, axis=1)

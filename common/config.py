@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from shoal.common.accounting import BOUNDS, closed_form_epsilon, max_local_epsilon, numerical_delta
-from shoal.common.bounds import PublicBound
+from shoal.common.bounds import PublicBound, bound_from_dict, bound_to_dict
 from shoal.common.errors import ConfigError, PrivacyError
 from shoal.common.events import ComposedEvent, NoReportEvent, ShuffledEvent, local_epsilon
 from shoal.common.local_hashing import LocalHashingParams, optimal_buckets
@@ -339,9 +339,7 @@ def derive_config(
 def config_to_dict(config: RoundConfig) -> dict[str, Any]:
     """A JSON-ready dict of every public parameter (the published round config)."""
     out = asdict(config)
-    for key in ("low", "high"):
-        if out["bound"][key] is not None:
-            out["bound"][key] = list(out["bound"][key])
+    out["bound"] = bound_to_dict(config.bound)
     return out
 
 
@@ -349,12 +347,7 @@ def config_from_dict(data: dict[str, Any]) -> RoundConfig:
     """Inverse of ``config_to_dict``; validates everything again."""
     try:
         fields = dict(data)
-        b = dict(fields.pop("bound"))
-        bound = PublicBound(
-            radius=b.get("radius"),
-            low=tuple(b["low"]) if b.get("low") is not None else None,
-            high=tuple(b["high"]) if b.get("high") is not None else None,
-        )
+        bound = bound_from_dict(dict(fields.pop("bound")))
         tree = TreeParams(**fields.pop("tree", {}))
         return RoundConfig(bound=bound, tree=tree, **fields)
     except (KeyError, TypeError) as exc:

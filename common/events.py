@@ -66,12 +66,38 @@ class ShuffledEvent:
     bound: str
 
 
+@dataclass(frozen=True)
+class SecureSumEvent:
+    """A vector sum through split-and-mix with distributed discrete Laplace
+    noise (``secure_sum.py``): central (epsilon, delta) for at least
+    ``min_devices`` honest devices and a shuffler that does not collude with
+    the server. One device's shares alone carry no DP guarantee (its own
+    noise share is tiny), so its local epsilon is infinite."""
+
+    epsilon: float
+    delta: float
+    min_devices: int
+    shares: int
+
+
+@dataclass(frozen=True)
+class RoundsEvent:
+    """Sequential composition of whole rounds over the same devices (for
+    instance a tree round and its ``refine`` round): epsilons and deltas add."""
+
+    rounds: tuple[object, ...]
+
+
 def local_epsilon(event: object) -> float:
     """The pure eps-LDP guarantee of ``event`` (basic composition for tuples)."""
     if isinstance(event, ComposedEvent):
         return math.fsum(local_epsilon(e) for e in event.events)
     if isinstance(event, ShuffledEvent):
         return local_epsilon(event.local)  # what the server learns if the shuffler colludes
+    if isinstance(event, SecureSumEvent):
+        return math.inf
+    if isinstance(event, RoundsEvent):
+        return math.fsum(local_epsilon(e) for e in event.rounds)
     if isinstance(event, LocalHashingEvent | PrivUnitEvent | NoReportEvent):
         return float(event.epsilon)
     raise PrivacyError(f"no privacy rule for event {event!r}")

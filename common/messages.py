@@ -9,6 +9,7 @@ form of one device's reports.
 
 from __future__ import annotations
 
+import base64
 import math
 import secrets
 from dataclasses import dataclass
@@ -18,7 +19,9 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from shoal.common.config import RoundConfig
+from shoal.common.envelope import seal
 from shoal.common.errors import ReportError
+from shoal.common.secure_sum import SecureSumParams
 
 
 class HistReport(BaseModel):
@@ -54,6 +57,17 @@ class DeviceMessage(BaseModel):
     message_id: str = Field(pattern=r"^[0-9a-f]{32}$")
     hist: HistReport | None = None
     vec: VecReport | None = None
+
+
+class ShareMessage(BaseModel):
+    """One additive share of a device's secure-sum vector (``secure_sum.py``):
+    ``share`` is base64 of (length + 1) little-endian uint64 values mod q.
+    Sealed to the server and mixed by the shuffler with every other share."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    round_id: str = Field(min_length=1, max_length=64)
+    message_id: str = Field(pattern=r"^[0-9a-f]{32}$")
+    share: str = Field(min_length=4, max_length=2_000_000)
 
 
 def new_message_id() -> str:
@@ -150,3 +164,36 @@ class ReportBatch:
         batch = cls(config.round_id, hl, hs, hb, vl, vr, vz)
         batch.validate(config)
         return batch
+
+
+def share_messages(shares: NDArray[np.uint64], round_id: str) -> list[list[ShareMessage]]:
+    """Wire form of ``secure_sum.encode_devices`` output (n, s, L + 1): per device, its s share messages."""
+    le = np.ascontiguousarray(shares, dtype="<u8")
+    return [
+        [ShareMessage(round_id=round_id, message_id=new_message_id(), share=base64.b64encode(le[i, j].tobytes()).decode())
+         for j in range(le.shape[1])]
+        for i in range(le.shape[0])
+    ]
+
+
+def sealed_share_parts(shares: NDArray[np.uint64], key: bytes, round_id: str) -> list[list[str]]:
+    """Per device, its share messages each sealed on its own to the server (base64):
+    the ``parts`` a device submits to the shuffler."""
+    return [[base64.b64encode(seal(m.model_dump_json().encode(), key, round_id)).decode() for m in msgs]
+            for msgs in share_messages(shares, round_id)]
+
+
+def share_array(messages: list[ShareMessage], params: SecureSumParams) -> NDArray[np.uint64]:
+    """(m, L + 1) share values from wire messages; each must have L + 1 values below q."""
+    out = np.empty((len(messages), params.length + 1), dtype=np.uint64)
+    for i, msg in enumerate(messages):
+        try:
+            raw = base64.b64decode(msg.share, validate=True)
+        except ValueError as exc:
+            raise ReportError(f"share is not base64: {exc}") from exc
+        if len(raw) != 8 * (params.length + 1):
+            raise ReportError(f"share has {len(raw)} bytes, expected {8 * (params.length + 1)}")
+        out[i] = np.frombuffer(raw, dtype="<u8")
+    if np.any(out >= np.uint64(params.modulus)):
+        raise ReportError(f"share values must be below q = 2^{params.bits}")
+    return out

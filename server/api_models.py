@@ -56,6 +56,24 @@ class CreateRoundIn(BaseModel):
         return v
 
 
+class RefineIn(BaseModel):
+    """A refine round on a done shuffle/local round: one Lloyd step through secure summation."""
+
+    model_config = ConfigDict(extra="forbid")
+    epsilon: float = Field(gt=0, le=50, description="central epsilon of the refine round (composes with the parent's)")
+    delta: float = Field(gt=0, lt=1)
+    min_devices: int = Field(ge=16, le=10**9, description="fewest devices whose noise shares give the guarantee")
+    max_devices: int | None = Field(None, ge=16, le=10**9, description="most devices decoded (overflow bound); default 100 x min")
+
+    @model_validator(mode="after")
+    def _order(self) -> RefineIn:
+        if not math.isfinite(self.epsilon):
+            raise ValueError("epsilon must be finite")
+        if self.max_devices is not None and self.max_devices < self.min_devices:
+            raise ValueError("max_devices must be >= min_devices")
+        return self
+
+
 class RoundOut(BaseModel):
     id: str
     state: str
@@ -87,3 +105,4 @@ class ResultOut(BaseModel):
     sizes: list[float]
     privacy: dict[str, Any]
     diagnostics: dict[str, Any]
+    ball_centers: list[list[float]] | None = None

@@ -249,6 +249,7 @@ def run_bench(args: argparse.Namespace) -> int:
                 for eps in epss:
                     r = simulate(ds.points, ds.k, eps, enc, bound=ds.bound, seed=seed)
                     r.pop("centers")
+                    r.pop("ball_centers")
                     r["dataset"], r["seed"] = ds.name.split("-n")[0], seed
                     r["diagnostics"] = {k: v for k, v in r["diagnostics"].items() if k in ("tree_nodes", "coreset_points")}
                     rows.append(r)

@@ -17,15 +17,26 @@ from typing import Any
 
 import numpy as np
 
+from shoal.common.accounting import central_guarantee
 from shoal.common.bounds import PublicBound
 from shoal.common.config import RoundConfig, config_from_dict, config_to_dict, derive_config
 from shoal.common.envelope import EnvelopeError, load_or_create_key, open_sealed, public_key_bytes
-from shoal.common.errors import ShoalError
+from shoal.common.errors import ReportError, ShoalError
+from shoal.common.events import RoundsEvent
 from shoal.common.group_commit import GroupCommit
-from shoal.common.messages import DeviceMessage, ReportBatch
+from shoal.common.messages import DeviceMessage, ReportBatch, ShareMessage, share_array
+from shoal.common.refine import (
+    RefineConfig,
+    derive_refine,
+    is_refine,
+    refine_from_dict,
+    refine_to_dict,
+    refined_centers,
+)
+from shoal.common.secure_sum import add_shares, decode_total
 from shoal.server.accumulate import LevelAccumulator
-from shoal.server.api_models import CreateRoundIn
-from shoal.server.decoder import TreeDecoder
+from shoal.server.api_models import CreateRoundIn, RefineIn
+from shoal.server.decoder import TreeDecoder, privacy_statement
 from shoal.server.settings import Settings
 from shoal.server.store import RoundRow, open_store
 
@@ -68,10 +79,33 @@ class RoundService:
         self.store.create_round(round_id, config_to_dict(cfg))
         return self.store.get_round(round_id)
 
+    def create_refine(self, parent_id: str, inp: RefineIn) -> RoundRow:
+        """A refine round on a done round's centers (``common/refine.py``)."""
+        parent = self.store.get_round(parent_id)
+        if is_refine(parent.config):
+            raise RoundStateError(f"round {parent_id} is itself a refine round")
+        if parent.state != "done" or parent.result is None:
+            raise RoundStateError(f"round {parent_id} is {parent.state}: refine needs its centers (state done)")
+        cfg = self.config(parent_id)
+        ball = parent.result.get("ball_centers") or cfg.bound.to_ball(np.asarray(parent.result["centers"])).tolist()
+        round_id = secrets.token_hex(8)
+        ref = derive_refine(parent_id, np.asarray(ball), cfg.bound, inp.epsilon, inp.delta, inp.min_devices,
+                            inp.max_devices, round_id=round_id)
+        self.store.create_round(round_id, refine_to_dict(ref))
+        return self.store.get_round(round_id)
+
     def config(self, round_id: str) -> RoundConfig:
         if round_id not in self._configs:
-            self._configs[round_id] = config_from_dict(self.store.get_round(round_id).config)
+            data = self.store.get_round(round_id).config
+            if is_refine(data):
+                raise RoundStateError(f"round {round_id} is a refine round: it takes only shuffled secure-sum shares")
+            self._configs[round_id] = config_from_dict(data)
         return self._configs[round_id]
+
+    def refine_config(self, round_id: str) -> RefineConfig | None:
+        """The round's refine config, or None for a tree round."""
+        data = self.store.get_round(round_id).config
+        return refine_from_dict(data) if is_refine(data) else None
 
     def state(self, round_id: str) -> str:
         """The round's state (cached; UnknownRound if there is no such round)."""
@@ -143,22 +177,38 @@ class RoundService:
         return self._count(new, len(messages))
 
     def ingest_sealed(self, round_id: str, sealed: list[str]) -> tuple[int, int]:
+        refine = self.refine_config(round_id)
+        model = ShareMessage if refine is not None else DeviceMessage
         messages = []
         for item in sealed:
             try:
                 raw = base64.b64decode(item, validate=True)
-                messages.append(DeviceMessage.model_validate_json(open_sealed(raw, self.key, round_id)))
+                messages.append(model.model_validate_json(open_sealed(raw, self.key, round_id)))
             except (ValueError, EnvelopeError) as exc:
                 # ValueError covers bad base64 and pydantic's ValidationError alike.
                 self.metrics["rejected_sealed"] += 1
                 if isinstance(exc, EnvelopeError):
                     raise
                 raise EnvelopeError(f"sealed message is malformed: {exc}") from exc
-        return self.ingest(round_id, messages)
+        if refine is None:
+            return self.ingest(round_id, [m for m in messages if isinstance(m, DeviceMessage)])
+        shares = [m for m in messages if isinstance(m, ShareMessage)]
+        if any(m.round_id != round_id for m in shares):
+            raise ReportError(f"a share for another round was sent to {round_id}")
+        try:
+            values = share_array(shares, refine.secure_sum)
+        except ShoalError:
+            self.metrics["rejected_invalid"] += len(shares)
+            raise
+        with self._state_lock:
+            self._require_open(round_id)
+            new = self.store.add_shares(round_id, [m.message_id for m in shares], values)
+        return self._count(new, len(shares))
 
     # -- decoding --
     def cluster(self, round_id: str) -> dict[str, Any]:
-        cfg = self.config(round_id)
+        refine = self.refine_config(round_id)
+        cfg = self.config(round_id) if refine is None else None
         with self._decoding, self._state_lock:
             state = self.state(round_id)
             if state == "decoding":
@@ -168,23 +218,59 @@ class RoundService:
             self._set_state(round_id, "decoding")
         t = time.perf_counter()
         try:
-            batch = self.store.load_reports(round_id, cfg.dim)
-            acc = LevelAccumulator(cfg)
-            acc.add(batch)
-            res = TreeDecoder(np.random.default_rng()).decode(acc)
-            result = {
-                "round_id": round_id,
-                "centers": res.centers.tolist(),
-                "sizes": [float(s) for s in res.sizes],
-                "privacy": res.privacy,
-                "diagnostics": _jsonable(res.diagnostics),
-            }
+            if refine is not None:
+                result = self._decode_refine(round_id, refine)
+            else:
+                assert cfg is not None
+                batch = self.store.load_reports(round_id, cfg.dim)
+                acc = LevelAccumulator(cfg)
+                acc.add(batch)
+                res = TreeDecoder(np.random.default_rng()).decode(acc)
+                result = {
+                    "round_id": round_id,
+                    "centers": res.centers.tolist(),
+                    "ball_centers": res.ball_centers.tolist(),
+                    "sizes": [float(s) for s in res.sizes],
+                    "privacy": res.privacy,
+                    "diagnostics": _jsonable(res.diagnostics),
+                }
         except Exception as exc:
             self._set_state(round_id, "failed", error=f"{type(exc).__name__}: {exc}")
             raise
         self.decode_seconds.append(time.perf_counter() - t)
         self._set_state(round_id, "done", result=result)
         return result
+
+    def _decode_refine(self, round_id: str, refine: RefineConfig) -> dict[str, Any]:
+        """Add every share mod q, check that none is missing, and take one Lloyd step.
+        The privacy statement composes the parent round and this one."""
+        params = refine.secure_sum
+        shares = self.store.load_shares(round_id, params.length + 1)
+        sums, devices = decode_total(add_shares(shares, params), shares.shape[0], params)
+        centers, sizes = refined_centers(sums, refine)
+        parent = self.config(refine.parent_id)
+        eps, delta = central_guarantee(RoundsEvent((parent.round_event, refine.event)))
+        privacy = {
+            "model": "shuffle",
+            "mechanism": "secure summation (split-and-mix) with distributed discrete Laplace noise",
+            "central_epsilon": eps,
+            "delta": delta,
+            "composition": "basic, over the parent round and this refine round",
+            "device_epsilon": None,
+            "device_epsilon_note": "no local guarantee for this round: its privacy relies on the shuffler not colluding with the server",
+            "rounds": [privacy_statement(parent),
+                       {"round": round_id, "central_epsilon": params.epsilon, "delta": params.delta,
+                        "min_devices": params.min_devices, "shares_per_device": params.shares}],
+        }
+        return {
+            "round_id": round_id,
+            "centers": refine.bound.from_ball(centers).tolist(),
+            "ball_centers": centers.tolist(),
+            "sizes": [float(s) for s in sizes],
+            "privacy": privacy,
+            "diagnostics": {"devices": devices, "shares": int(shares.shape[0]), "shares_per_device": params.shares,
+                            "modulus_bits": params.bits, "noise_std": params.noise_std, "parent": refine.parent_id},
+        }
 
     def result(self, round_id: str) -> dict[str, Any]:
         row = self.store.get_round(round_id)

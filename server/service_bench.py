@@ -72,6 +72,7 @@ def _sim(users: int, extra: list[str]) -> dict[str, Any]:
     res: dict[str, Any] = json.loads(out.stdout)
     res["wall_seconds"] = time.perf_counter() - t
     res.pop("centers", None)
+    res.pop("ball_centers", None)
     return res
 
 

@@ -29,6 +29,9 @@ import numpy as np
 from shoal.client.encoder import encode_arrays
 from shoal.common.config import config_from_dict
 from shoal.common.envelope import seal
+from shoal.common.messages import sealed_share_parts
+from shoal.common.refine import contributions, refine_from_dict
+from shoal.common.secure_sum import encode_devices
 from shoal.server.datasets import Dataset, city_locations, load_letter, load_uber, paper_mixture
 from shoal.server.kmeans import kmeans_cost
 from shoal.server.settings import is_loopback
@@ -169,9 +172,41 @@ def send_devices(bodies: list[bytes], url_for: list[str], headers: list[dict[str
     return int(failures.value)
 
 
+def _refine(args: argparse.Namespace, ds: Dataset, rid: str, server_url: str, shuffler_url: str,
+            op: dict[str, str], shuffler_token: str, ball: np.ndarray) -> dict[str, Any]:
+    """The refine round: every device sends its secure-sum shares (sealed one by
+    one, one submission each) to the shuffler; one flush mixes them all."""
+    n = ds.points.shape[0]
+    r = httpx.post(f"{server_url}/rounds/{rid}/refine", headers=op, timeout=30,
+                   json={"epsilon": args.refine, "delta": args.delta, "min_devices": max(16, args.min_batch),
+                         "max_devices": max(n, 100 * max(16, args.min_batch))})
+    r.raise_for_status()
+    rnd = r.json()
+    ref_id, cfg = rnd["id"], refine_from_dict(rnd["config"])
+    key = base64.b64decode(rnd["server_public_key"])
+    # Every simulated device computes its own shares (vectorised here for speed).
+    shares = encode_devices(contributions(ds.points, cfg), cfg.secure_sum, np.random.default_rng())
+    bodies = [json.dumps({"parts": parts}).encode() for parts in sealed_share_parts(shares, key, ref_id)]
+    heads = [{"content-type": "application/json", "X-Device-Token": secrets.token_hex(16)} for _ in range(n)]
+    t = time.perf_counter()
+    failures = send_devices(bodies, [f"{shuffler_url}/rounds/{ref_id}/messages"] * n, heads, args.concurrency,
+                            args.workers, not args.json)
+    send_s = time.perf_counter() - t
+    f = httpx.post(f"{shuffler_url}/rounds/{ref_id}/flush", headers={"Authorization": f"Bearer {shuffler_token}"}, timeout=600)
+    f.raise_for_status()
+    r = httpx.post(f"{server_url}/rounds/{ref_id}/cluster", headers=op, timeout=600)
+    r.raise_for_status()
+    res = r.json()
+    return {
+        "round_id": ref_id, "failed": failures, "send_seconds": send_s, "devices": res["diagnostics"]["devices"],
+        "shares_per_device": cfg.secure_sum.shares, "privacy": res["privacy"], "centers": res["centers"],
+        "normalized_objective": kmeans_cost(ball, np.asarray(res["ball_centers"])) / n,
+    }
+
+
 def run_sim(args: argparse.Namespace) -> int:
-    if args.model == "shuffle" and not args.via_shuffler:
-        print("shoal sim: --model shuffle needs --via-shuffler", file=sys.stderr)
+    if (args.model == "shuffle" or args.refine) and not args.via_shuffler:
+        print("shoal sim: --model shuffle and --refine need --via-shuffler", file=sys.stderr)
         return 2
     ds = _dataset(args)
     n, d = ds.points.shape
@@ -216,10 +251,10 @@ def run_sim(args: argparse.Namespace) -> int:
         t = time.perf_counter()
         failures = send_devices(bodies, urls, heads, args.concurrency, args.workers, not args.json)
         send_s = time.perf_counter() - t
+        shuffler_token = services.env["SHOAL_SHUFFLER_TOKEN"] if services else os.environ.get("SHOAL_SHUFFLER_TOKEN", "")
         if args.via_shuffler and shuffler_url:
             # Let the forwarder drain, then flush: the remainder is released only
             # if it is itself >= min_batch (smaller tails stay in the buffer).
-            shuffler_token = services.env["SHOAL_SHUFFLER_TOKEN"] if services else os.environ.get("SHOAL_SHUFFLER_TOKEN", "")
             time.sleep(1.0)
             httpx.post(f"{shuffler_url}/rounds/{rid}/flush", headers={"Authorization": f"Bearer {shuffler_token}"}, timeout=60)
         received = httpx.get(server_url + f"/rounds/{rid}", timeout=10).json()["reports"]
@@ -240,6 +275,8 @@ def run_sim(args: argparse.Namespace) -> int:
             "reports_per_second": n / send_s, "send_seconds": send_s, "decode_seconds": decode_s,
             "centers": res["centers"],
         }
+        if args.refine and shuffler_url:
+            out["refine"] = _refine(args, ds, rid, server_url, shuffler_url, op, shuffler_token, ball)
         if args.json:
             print(json.dumps(out))
         else:
@@ -252,6 +289,12 @@ def run_sim(args: argparse.Namespace) -> int:
             print(f"  objective {out['normalized_objective']:.5f}  non-private {out['nonprivate_objective']:.5f}  one center {out['trivial_objective']:.5f}")
             print("  centers:")
             print(format_centers(res["centers"], precision=3))
+            if "refine" in out:
+                rf = out["refine"]
+                print(f"  refine round {rf['round_id']}: {rf['devices']} devices x {rf['shares_per_device']} shares, "
+                      f"objective {rf['normalized_objective']:.5f}; composed central "
+                      f"({rf['privacy']['central_epsilon']:.3f}, {rf['privacy']['delta']:g})")
+                print(format_centers(rf["centers"], precision=3))
         return 0
     finally:
         if services is not None:

@@ -18,6 +18,8 @@ from numpy.typing import NDArray
 from shoal.client.encoder import encode_arrays
 from shoal.common.bounds import PublicBound
 from shoal.common.config import Encoder, derive_config
+from shoal.common.refine import contributions, derive_refine, refined_centers
+from shoal.common.secure_sum import add_shares, decode_total, encode_devices
 from shoal.server.accumulate import LevelAccumulator
 from shoal.server.decoder import TreeDecoder
 from shoal.server.kmeans import assign, kmeans_cost, weighted_kmeans
@@ -93,6 +95,7 @@ def simulate(
         "decode_seconds": dec,
         "peak_rss_mb": peak_rss_mb(),
         "centers": result.centers.tolist(),
+        "ball_centers": result.ball_centers.tolist(),
         "diagnostics": result.diagnostics,
         "privacy": result.privacy,
         "config": {
@@ -102,4 +105,45 @@ def simulate(
             "eps_vec": cfg.eps_vec,
             "root_share": cfg.root_share,
         },
+    }
+
+
+def refine_in_process(
+    points: NDArray[np.float64],
+    parent_ball_centers: NDArray[np.float64],
+    bound: PublicBound,
+    epsilon: float,
+    delta: float,
+    min_devices: int,
+    seed: int = 0,
+    chunk: int = 1000,
+) -> dict[str, Any]:
+    """Run a ``refine`` round in-process: every device's secure-sum shares are
+    generated and added mod q exactly as the server would (chunked so memory
+    stays bounded); returns the refined ball centers and timings."""
+    points = np.asarray(points, dtype=np.float64)
+    cfg = derive_refine("parent", parent_ball_centers, bound, epsilon, delta, min_devices,
+                        max_devices=max(points.shape[0], 100 * min_devices))
+    params = cfg.secure_sum
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 11]))
+    total = np.zeros(params.length + 1, dtype=np.uint64)
+    mask = np.uint64(params.modulus - 1)
+    messages = 0
+    t = time.perf_counter()
+    for lo in range(0, points.shape[0], chunk):
+        shares = encode_devices(contributions(points[lo : lo + chunk], cfg), params, rng)
+        total = (total + add_shares(shares, params)) & mask
+        messages += shares.shape[0] * shares.shape[1]
+    enc = time.perf_counter() - t
+    sums, devices = decode_total(total, messages, params)
+    centers, sizes = refined_centers(sums, cfg)
+    return {
+        "ball_centers": centers,
+        "sizes": sizes,
+        "devices": devices,
+        "shares_per_device": params.shares,
+        "modulus_bits": params.bits,
+        "noise_std": params.noise_std,
+        "seconds": enc,
+        "event": cfg.event,
     }

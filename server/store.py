@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
+from numpy.typing import NDArray
 
 from shoal.common.errors import ShoalError
 from shoal.common.messages import ReportBatch
@@ -145,7 +146,19 @@ class Store(abc.ABC):
         return self.add_report_groups([(round_id, message_ids, batch)])[0]
 
     def add_report_groups(self, groups: list[tuple[str, list[str], ReportBatch]]) -> list[int]:
-        """Several requests' reports in one transaction (group commit); new rows per group.
+        """Several requests' reports in one transaction (group commit); new rows per group."""
+        return self._add_row_groups([(rid, _rows(rid, ids, batch)) for rid, ids, batch in groups])
+
+    def add_shares(self, round_id: str, message_ids: list[str], shares: NDArray[np.uint64]) -> int:
+        """Secure-sum shares of a refine round, one row each (the payload in the
+        ``vec`` column, levels -1), in one transaction; returns how many were new."""
+        le = np.ascontiguousarray(shares, dtype="<u8")
+        rows = [(round_id, mid, -1, 0, 0, -1, 0, le[i].tobytes()) for i, mid in enumerate(message_ids)]
+        return self._add_row_groups([(round_id, rows)])[0]
+
+    def _add_row_groups(self, groups: list[tuple[str, list[tuple[Any, ...]]]]) -> list[int]:
+        """Rows (``_COLUMNS`` order) of several groups in one transaction,
+        skipping message ids already stored; returns the new rows per group.
 
         Few, large statements on purpose: the duplicates are looked up with one
         ``IN`` query per round and the new rows inserted with one multi-row
@@ -157,8 +170,8 @@ class Store(abc.ABC):
         def work(run: Run) -> list[int]:
             seen: set[tuple[str, str]] = set()
             by_round: dict[str, list[str]] = {}
-            for rid, ids, _ in groups:
-                by_round.setdefault(rid, []).extend(ids)
+            for rid, rows in groups:
+                by_round.setdefault(rid, []).extend(row[1] for row in rows)
             for rid, ids in by_round.items():
                 for i in range(0, len(ids), _CHUNK):
                     chunk = ids[i:i + _CHUNK]
@@ -166,21 +179,29 @@ class Store(abc.ABC):
                     seen.update((rid, r[0]) for r in run(self._sql(sql), (rid, *chunk)))
             new_rows: list[tuple[Any, ...]] = []
             counts = []
-            for rid, ids, batch in groups:
+            for rid, rows in groups:
                 before = len(new_rows)
-                for row in _rows(rid, ids, batch):
+                for row in rows:
                     if (rid, row[1]) not in seen:
                         seen.add((rid, row[1]))
                         new_rows.append(row)
                 counts.append(len(new_rows) - before)
             for i in range(0, len(new_rows), _CHUNK):
-                rows = new_rows[i:i + _CHUNK]
-                values = ",".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * len(rows))
+                chunk_rows = new_rows[i:i + _CHUNK]
+                values = ",".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * len(chunk_rows))
                 run(self._sql(f"{self.insert_ignore} reports ({_COLUMNS}) VALUES {values}{self.on_conflict}"),
-                    tuple(v for row in rows for v in row))
+                    tuple(v for row in chunk_rows for v in row))
             return counts
 
         return self._in_transaction(work)
+
+    def load_shares(self, round_id: str, width: int) -> NDArray[np.uint64]:
+        """Every stored share of a round, (m, width) uint64 (order is irrelevant: they are added)."""
+        rows = self._execute(self._sql("SELECT vec FROM reports WHERE round_id = ?"), (round_id,))
+        raw = b"".join(bytes(r[0]) for r in rows)
+        if len(raw) != 8 * width * len(rows):
+            raise StoreError(f"stored shares do not have width {width}")
+        return np.frombuffer(raw, dtype="<u8").reshape(len(rows), width).astype(np.uint64)
 
     def load_reports(self, round_id: str, dim: int) -> ReportBatch:
         rows = self._execute(

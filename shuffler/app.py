@@ -24,7 +24,7 @@ from typing import Annotated
 
 import httpx
 from fastapi import FastAPI, Header, HTTPException
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from shoal.common.group_commit import GroupCommit
 from shoal.shuffler.buffer import Buffer
@@ -40,9 +40,38 @@ class ShufflerSettings:
     max_sealed_bytes: int = 1 << 20
 
 
+FORWARD_CHUNK = 5000  # messages per POST to the server (its default limit is 10,000)
+
+
 class SealedIn(BaseModel):
+    """One device's submission: a sealed message, or (secure-sum rounds) the
+    ``parts`` of its shares, each sealed separately and buffered as its own message."""
+
     model_config = ConfigDict(extra="forbid")
-    sealed: str = Field(min_length=4, max_length=4 << 20, description="base64 sealed message")
+    sealed: str | None = Field(None, min_length=4, max_length=4 << 20, description="base64 sealed message")
+    parts: list[Annotated[str, Field(min_length=4, max_length=4 << 20)]] | None = Field(
+        None, min_length=1, max_length=256, description="base64 sealed shares (secure-sum rounds)")
+
+    @model_validator(mode="after")
+    def _one_form(self) -> SealedIn:
+        if (self.sealed is None) == (self.parts is None):
+            raise ValueError("give exactly one of sealed or parts")
+        return self
+
+    @property
+    def items(self) -> list[str]:
+        return [self.sealed] if self.sealed is not None else list(self.parts or [])
+
+
+@dataclass(frozen=True)
+class RoundRule:
+    """What the shuffler reads from a round's public config: the smallest
+    release, whether the forwarder may release on its own, and how many
+    messages one device may submit."""
+
+    min_messages: int
+    auto_release: bool
+    parts: int
 
 
 class Forwarder:
@@ -53,7 +82,7 @@ class Forwarder:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self.forwarded = 0
-        self._round_min: dict[str, int] = {}
+        self._rules: dict[str, RoundRule] = {}
         self.thread = threading.Thread(target=self._loop, daemon=True)
 
     def start(self) -> None:
@@ -66,22 +95,35 @@ class Forwarder:
         while not self._stop.is_set():
             for rid in self.buffer.rounds_ready(self.s.min_batch):
                 try:
-                    self.release(rid)
+                    if self.rule(rid).auto_release:
+                        self.release(rid)
                 except (httpx.HTTPError, RuntimeError) as exc:
                     logging.getLogger("shoal.shuffler").warning("round %s not released yet: %s", rid, exc)
                     time.sleep(self.s.poll_seconds)  # retried on the next pass
             self._stop.wait(self.s.poll_seconds)
 
-    def threshold(self, round_id: str) -> int:
-        """The smallest batch released for a round: our --min-batch, or the
-        round's own ``min_batch`` if larger (a shuffle round's central
-        guarantee assumes it). Read once from the round's public config."""
-        if round_id not in self._round_min:
+    def rule(self, round_id: str) -> RoundRule:
+        """Read once from the round's public config. A shuffle round's central
+        guarantee assumes batches of its ``min_batch``; a secure-sum (refine)
+        round's shares must all be mixed together, so it is released only by
+        an explicit flush, as one permutation of every share, and only if it
+        holds the shares of at least ``min_devices`` devices."""
+        if round_id not in self._rules:
             r = self.http.get(f"{self.s.server_url}/rounds/{round_id}/config")
             if r.status_code != 200:
                 raise RuntimeError(f"cannot read round {round_id}'s config: {r.status_code}")
-            self._round_min[round_id] = int(r.json()["config"].get("min_batch", 0))
-        return max(self.s.min_batch, self._round_min[round_id])
+            cfg = r.json()["config"]
+            if cfg.get("kind") == "refine":
+                ss = cfg["secure_sum"]
+                rule = RoundRule(int(ss["min_devices"]) * int(ss["shares"]), False, int(ss["shares"]))
+            else:
+                rule = RoundRule(int(cfg.get("min_batch", 0)), True, 1)
+            self._rules[round_id] = rule
+        return self._rules[round_id]
+
+    def threshold(self, round_id: str) -> int:
+        """The smallest batch released for a round: our --min-batch or the round's own, whichever is larger."""
+        return max(self.s.min_batch, self.rule(round_id).min_messages)
 
     def release(self, round_id: str) -> int:
         """Forward every buffered message of a round, shuffled, if there are >= the round's threshold."""
@@ -90,11 +132,15 @@ class Forwarder:
             if len(items) < self.threshold(round_id):
                 return 0
             secrets.SystemRandom().shuffle(items)
-            body = {"sealed": [base64.b64encode(s).decode() for _, s in items]}
-            r = self.http.post(f"{self.s.server_url}/rounds/{round_id}/shuffled", json=body,
-                               headers={"Authorization": f"Bearer {self.s.token}"})
-            if r.status_code != 202:
-                raise RuntimeError(f"server refused the batch: {r.status_code} {r.text}")
+            # One permutation of everything, posted in chunks (the server bounds a
+            # batch's size). A failed chunk leaves the buffer intact; the retry
+            # resends all, and the server counts each message id once.
+            for lo in range(0, len(items), FORWARD_CHUNK):
+                body = {"sealed": [base64.b64encode(s).decode() for _, s in items[lo:lo + FORWARD_CHUNK]]}
+                r = self.http.post(f"{self.s.server_url}/rounds/{round_id}/shuffled", json=body,
+                                   headers={"Authorization": f"Bearer {self.s.token}"})
+                if r.status_code != 202:
+                    raise RuntimeError(f"server refused the batch: {r.status_code} {r.text}")
             self.buffer.forget(round_id, [d for d, _ in items])
             self.forwarded += len(items)
             return len(items)
@@ -103,7 +149,7 @@ class Forwarder:
 def create_app(settings: ShufflerSettings) -> FastAPI:
     buffer = Buffer(settings.db_path)
     forwarder = Forwarder(settings, buffer)
-    adder: GroupCommit[tuple[str, str, bytes], bool] = GroupCommit(buffer.add_many, name="buffer-commit")
+    adder: GroupCommit[tuple[str, str, list[bytes]], bool] = GroupCommit(buffer.add_many, name="buffer-commit")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -124,14 +170,21 @@ def create_app(settings: ShufflerSettings) -> FastAPI:
         if not x_device_token or len(x_device_token) < 16:
             raise HTTPException(status_code=401, detail="X-Device-Token header (>= 16 chars) required")
         try:
-            raw = base64.b64decode(body.sealed, validate=True)
+            raws = [base64.b64decode(item, validate=True) for item in body.items]
         except ValueError as exc:
-            raise HTTPException(status_code=422, detail="sealed must be base64") from exc
-        if len(raw) > settings.max_sealed_bytes:
+            raise HTTPException(status_code=422, detail="sealed messages must be base64") from exc
+        if any(len(raw) > settings.max_sealed_bytes for raw in raws):
             raise HTTPException(status_code=413, detail=f"sealed message over {settings.max_sealed_bytes} bytes")
-        if not await asyncio.wrap_future(adder.submit((round_id, x_device_token, raw))):
+        if len(raws) > 1:
+            try:
+                allowed = await asyncio.to_thread(forwarder.rule, round_id)
+            except (httpx.HTTPError, RuntimeError) as exc:
+                raise HTTPException(status_code=502, detail=f"cannot read the round's config: {exc}") from exc
+            if len(raws) != allowed.parts:
+                raise HTTPException(status_code=422, detail=f"round {round_id} takes {allowed.parts} parts per device, got {len(raws)}")
+        if not await asyncio.wrap_future(adder.submit((round_id, x_device_token, raws))):
             raise HTTPException(status_code=409, detail="this device already sent a message for this round")
-        return {"accepted": 1}
+        return {"accepted": len(raws)}
 
     @app.post("/rounds/{round_id}/flush")
     def flush(round_id: str, authorization: Annotated[str | None, Header()] = None) -> dict[str, int]:

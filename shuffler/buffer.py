@@ -9,6 +9,7 @@ of the arrival order that is forwarded.
 from __future__ import annotations
 
 import hashlib
+import secrets
 import sqlite3
 import threading
 
@@ -32,18 +33,21 @@ class Buffer:
     def _device(token: str) -> str:
         return hashlib.sha256(token.encode()).hexdigest()
 
-    def add_many(self, items: list[tuple[str, str, bytes]]) -> list[bool | BaseException]:
-        """Several devices' messages in one transaction (one fsync); per item,
-        True if buffered, False if that device already sent one for the round."""
+    def add_many(self, items: list[tuple[str, str, list[bytes]]]) -> list[bool | BaseException]:
+        """Several devices' submissions in one transaction (one fsync); per item,
+        True if buffered, False if that device already sent one for the round.
+        A submission of several parts (secure-sum shares) is buffered as that
+        many messages, all or none, under keys no one can link to the device."""
         out: list[bool | BaseException] = []
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
-                for round_id, token, sealed in items:
+                for round_id, token, parts in items:
                     dev = self._device(token)
                     cur = self._conn.execute("INSERT OR IGNORE INTO seen VALUES (?, ?)", (round_id, dev))
                     if cur.rowcount == 1:
-                        self._conn.execute("INSERT INTO buffer VALUES (?, ?, ?)", (round_id, dev, sealed))
+                        self._conn.executemany("INSERT INTO buffer VALUES (?, ?, ?)",
+                                               [(round_id, secrets.token_hex(16), p) for p in parts])
                     out.append(cur.rowcount == 1)
                 self._conn.execute("COMMIT")
             except BaseException:

@@ -32,3 +32,11 @@ def test_perf_smoke_reports_how_it_was_run(tmp_path, capsys):
     assert main(["bench", "--perf", "--smoke", "--out", str(tmp_path)]) == 0
     line = (tmp_path / "perf.txt").read_text()
     assert "n=2000 d=100 k=8 eps=4" in line and "peak RSS" in line
+
+
+def test_shuffle_bench_smoke_compares_the_three_variants(tmp_path, capsys):
+    assert main(["bench", "--model", "shuffle", "--smoke", "--out", str(tmp_path), "--data-dir", str(tmp_path / "none")]) == 0
+    out = capsys.readouterr().out
+    assert "delta=1e-06" in out and "machine:" in out
+    for variant in ("local ", "shuffle ", "shuffle+refine "):
+        assert variant in out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from shoal.server.api_models import CreateRoundIn, ResultOut, RoundOut
+from shoal.server.api_models import CreateRoundIn, RefineIn, ResultOut, RoundOut
 from shoal.server.deps import Operator, Service
 from shoal.server.store import RoundRow
 
@@ -45,6 +45,13 @@ def close_round(round_id: str, service: Service, _: Operator) -> RoundOut:
     """Stop accepting reports (open -> closed); clustering is still allowed."""
     service.close(round_id)
     return _out(service.get(round_id), service)
+
+
+@router.post("/{round_id}/refine", status_code=201, response_model=RoundOut)
+def create_refine(round_id: str, body: RefineIn, service: Service, _: Operator) -> RoundOut:
+    """A second round on this (done) round's centers: devices contribute their
+    point and a count to their nearest center through secure summation."""
+    return _out(service.create_refine(round_id, body), service)
 
 
 @router.post("/{round_id}/cluster", response_model=ResultOut)

@@ -56,13 +56,26 @@ def _sealed_messages(server, n, with_ids=False):
     return rnd["id"], sealed
 
 
-def _wait_reports(server, rid, n, seconds=10.0):
+def _wait_until(check, seconds=10.0):
     end = time.time() + seconds
     while time.time() < end:
-        if httpx.get(server.url + f"/rounds/{rid}").json()["reports"] >= n:
+        if check():
             return True
-        time.sleep(0.1)
+        time.sleep(0.05)
     return False
+
+
+def _reports(server, rid):
+    return httpx.get(server.url + f"/rounds/{rid}").json()["reports"]
+
+
+def _wait_reports(server, rid, n, seconds=10.0):
+    return _wait_until(lambda: _reports(server, rid) >= n, seconds)
+
+
+def _buffered(db):
+    """Messages in the shuffler's buffer; a batch leaves it only after the server's 2xx."""
+    return sqlite3.connect(db).execute("SELECT COUNT(*) FROM buffer").fetchone()[0]
 
 
 def test_batches_are_released_only_from_min_batch_on(server, shuffler):
@@ -77,7 +90,7 @@ def test_batches_are_released_only_from_min_batch_on(server, shuffler):
     assert r.status_code == 409 and "below min_batch" in r.text
     httpx.post(url + f"/rounds/{rid}/messages", json={"sealed": sealed[19]}, headers={"X-Device-Token": "device-000000000019"})
     assert _wait_reports(server, rid, 20)
-    assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM buffer").fetchone()[0] == 0
+    assert _wait_until(lambda: _buffered(db) == 0)
 
 
 def test_one_message_per_device_per_round(server, shuffler):
@@ -108,7 +121,7 @@ def test_buffered_messages_survive_a_shuffler_crash(server, shuffler, tmp_path):
         assert httpx.post(url + f"/rounds/{rid}/messages", json={"sealed": s}, headers={"X-Device-Token": f"device-{i:012d}"}).status_code == 202
     proc.kill()
     proc.wait()
-    assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM buffer").fetchone()[0] == 10
+    assert _buffered(db) == 10
 
 
 def test_every_acknowledged_message_survives_a_shuffler_sigkill(server, tmp_path):
@@ -137,7 +150,7 @@ def test_every_acknowledged_message_survives_a_shuffler_sigkill(server, tmp_path
         stored = [r[0] for r in con.execute("SELECT message_id FROM reports WHERE round_id = ?", (rid,))]
         assert {ids[i] for i in acked} <= set(stored)
         assert len(stored) == len(set(stored))
-        assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM buffer").fetchone()[0] == 0
+        assert _wait_until(lambda: _buffered(db) == 0)
     finally:
         proc.kill()
         proc.wait()
@@ -162,8 +175,16 @@ def test_devices_join_a_shuffle_round_through_the_shuffler(server, shuffler, tmp
     for i in range(24, 30):
         Device(server.url, tmp_path / f"d{i}.json", shuffler_url=url).participate(rid, pts[i])
     assert _wait_reports(server, rid, 25)
-    time.sleep(0.5)
     # Whatever was buffered when the 25th arrived went as one batch; a tail below 25 waits.
-    released = httpx.get(server.url + f"/rounds/{rid}").json()["reports"]
-    left = sqlite3.connect(shuffler[1]).execute("SELECT COUNT(*) FROM buffer WHERE round_id = ?", (rid,)).fetchone()[0]
-    assert released >= 25 and left < 25 and released + left == 30
+    assert _wait_until(lambda: _reports(server, rid) + _buffered(shuffler[1]) == 30)
+    assert _reports(server, rid) >= 25 and _buffered(shuffler[1]) < 25
+
+
+def test_a_tree_round_takes_one_part_and_both_forms_are_refused(server, shuffler):
+    url, _, _ = shuffler
+    rid, sealed = _sealed_messages(server, 2)
+    h = {"X-Device-Token": "device-bbbbbbbbbbbb"}
+    r = httpx.post(url + f"/rounds/{rid}/messages", json={"parts": sealed}, headers=h)
+    assert r.status_code == 422 and "takes 1 parts" in r.text
+    r = httpx.post(url + f"/rounds/{rid}/messages", json={"sealed": sealed[0], "parts": sealed}, headers=h)
+    assert r.status_code == 422 and "exactly one of" in r.text
