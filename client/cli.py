@@ -55,6 +55,10 @@ def _bench(args: argparse.Namespace) -> int:
         from shoal.server.service_bench import run_services_bench
 
         return run_services_bench(args)
+    if args.encoder == "sketch":
+        from shoal.server.sketch_bench import run_sketch_bench
+
+        return run_sketch_bench(args)
     if args.model == "shuffle":
         from shoal.server.shuffle_bench import run_shuffle_bench
 
@@ -189,6 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ingestion throughput/latency of the real server and `shoal sim` timings")
     b.add_argument("--model", choices=("local", "shuffle"), default="local",
                    help="shuffle: local vs shuffle vs shuffle+refine at equal central eps (paper n=1e6 and Uber)")
+    b.add_argument("--encoder", choices=("tree", "sketch"), default="tree",
+                   help="sketch: the compressive path (local, shuffle) side by side with pycle if installed")
     b.set_defaults(func=_bench)
     return p
 

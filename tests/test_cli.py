@@ -40,3 +40,14 @@ def test_shuffle_bench_smoke_compares_the_three_variants(tmp_path, capsys):
     assert "delta=1e-06" in out and "machine:" in out
     for variant in ("local ", "shuffle ", "shuffle+refine "):
         assert variant in out
+
+
+def test_sketch_bench_smoke_runs_every_variant(tmp_path, capsys):
+    assert main(["bench", "--encoder", "sketch", "--smoke", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "machine:" in out and "m = 10 k d" in out
+    for variant in ("non-private shoal", "local L=1 ", "local L=100 ", "local L=3000 ", "shuffle (secure sum)"):
+        assert variant in out
+    rel = {line.split()[1] + line.split()[2]: float(line.split("rel_SSE=")[1].split()[0])
+           for line in out.splitlines() if "rel_SSE=" in line}
+    assert rel["localL=1"] < rel["localL=3000"]  # one curator-sized device beats 3000 one-record devices

@@ -20,7 +20,8 @@ def test_sim_direct_and_via_shuffler(capsys):
 def test_sim_shuffle_model_round_end_to_end(capsys):
     """Central (eps, delta) asked for; devices randomise at the amplified eps0,
     seal to the server, and the shuffler releases batches of >= min_batch only."""
-    args = ["sim", "--users", "1500", "--dataset", "city", "--eps", "2", "--delta", "1e-6", "--model", "shuffle",
+    # 3000 devices: at 1500 the round was once worse than one center (0.27 vs 0.19)
+    args = ["sim", "--users", "3000", "--dataset", "city", "--eps", "2", "--delta", "1e-6", "--model", "shuffle",
             "--via-shuffler", "--min-batch", "300", "--json"]
     assert main(args) == 0
     out = json.loads(capsys.readouterr().out)
@@ -28,7 +29,7 @@ def test_sim_shuffle_model_round_end_to_end(capsys):
     assert pr["model"] == "shuffle" and pr["batch_size_assumed"] == 300 and pr["delta"] == 1e-6
     assert pr["central_epsilon"] <= 2.0 + 1e-5 < pr["device_epsilon"]
     assert pr["amplification_bound"] == "fmt21-numerical"
-    assert 1500 - 300 < out["received"] <= 1500 and out["received"] % 1 == 0
+    assert 3000 - 300 < out["received"] <= 3000
     assert out["failed"] == 0
     assert out["normalized_objective"] < out["trivial_objective"]
 

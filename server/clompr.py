@@ -1,0 +1,201 @@
+"""CL-OMPR: k centroids and weights from a sketch (Keriven, Tremblay,
+Traonmilin, Gribonval, "Compressive K-means", ICASSP'17, Alg. 1), with
+isotropic Gaussian atoms instead of Diracs.
+
+The sketch z in C^m is approximated by a weighted sum of the sketches of k
+isotropic Gaussians, z ~ sum_j w_j a(c_j, s_j) with
+a(c, s) = exp(i Omega^T c - s^2 |omega|^2 / 2) / sqrt(m) (the characteristic
+function of N(c, s^2 I) at the frequencies), by greedy selection with
+replacement (2k iterations):
+1. find a new centroid c maximising Re <a(c, s), r> at a fixed spread s
+   (r the residual; every candidate then has the same norm);
+2. add it to the support;
+3. past k atoms, keep the k with the largest non-negative least-squares
+   weights on the normalised atoms (hard thresholding, "replacement");
+4. weights w by non-negative least squares (scipy.optimize.nnls);
+5. joint local descent of ||z - sum w_j a(c_j, s_j)||^2 over all centroids,
+   spreads and weights (L-BFGS-B; w >= 0, s in [0, 1], c in [-1, 1]^d);
+6. r = z - sum w_j a(c_j, s_j).
+
+Why Gaussian atoms: a Dirac model (CKM) cannot explain the decay of a
+cluster's sketch at frequencies above 1 / (cluster spread), so its best fit
+moves the centroids (measured: relative SSE 1.14-1.5 depending on the
+frequency scale, even from Lloyd's centers); with one spread per atom the
+fit is exact for Gaussian clusters (1.000 on the Schellekens et al. mixture
+with the frequency scale anywhere in [0.02, 1]) and the spread is learned
+(0.077 for a true 1/13). This is the isotropic case of the compressive
+Gaussian mixture of Keriven et al. ("Sketching for large-scale learning of
+mixture models", 2017); the centroids are the mixture's means.
+
+What shoal changes from pycle (the issue's account of its failures):
+- Step 1 starts where the data is, read off the sketch itself: many
+  candidates (``CANDIDATES``) drawn in the unit ball are scored by
+  Re <a(c, s), r> (a kernel-smoothed density of the residual), and gradient
+  ascent runs from the best ``ASCENTS`` of them at once (one vectorised
+  L-BFGS-B). pycle draws one start uniformly in the box, where with a loose
+  public box the gradient vanishes.
+- Restarts without extra privacy cost: the whole decoder runs ``restarts``
+  times from independent candidate draws and keeps the run with the
+  smallest sketch residual ||z - A w||, reported with every result, so a
+  bad run is detected and replaced instead of returned.
+
+Pure numpy / scipy, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.optimize import minimize, nnls
+
+from shoal.common.bounds import clip_to_ball
+from shoal.common.errors import ConfigError, DecodeError
+
+CANDIDATES = 512
+ASCENTS = 8
+INITIAL_SPREAD = 0.05  # first atom's spread (unit-ball units); later atoms start at the median fitted spread
+
+
+@dataclass(frozen=True)
+class ClomprResult:
+    """Centroids (k, d) in the unit ball, non-negative weights (k,), fitted
+    cluster spreads (k,), the relative residual ||z - A alpha|| / ||z|| and every restart's residual."""
+
+    centroids: NDArray[np.float64]
+    weights: NDArray[np.float64]
+    spreads: NDArray[np.float64]
+    residual: float
+    restart_residuals: tuple[float, ...]
+    seconds: float
+
+
+def _atoms(c: NDArray[np.float64], spread: NDArray[np.float64], omega: NDArray[np.float64]) -> NDArray[np.complex128]:
+    """Sketches of isotropic Gaussians N(c_j, spread_j^2 I): exp(i w.c - spread^2 |w|^2 / 2) / sqrt(m)."""
+    w2 = (omega**2).sum(axis=0)
+    return np.asarray(np.exp(1j * (c @ omega) - 0.5 * (spread**2)[:, None] * w2[None, :]) / math.sqrt(omega.shape[1]))
+
+
+def _correlation(c: NDArray[np.float64], r: NDArray[np.complex128], omega: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Re <exp(i Omega^T c), r> / sqrt(m) for each row of c and its gradient in c."""
+    ph = c @ omega
+    cos, sin = np.cos(ph), np.sin(ph)
+    scale = 1 / math.sqrt(omega.shape[1])
+    value = scale * (cos @ r.real + sin @ r.imag)
+    grad = scale * ((-sin * r.real[None, :] + cos * r.imag[None, :]) @ omega.T)
+    return value, grad
+
+
+def _new_atom(r: NDArray[np.complex128], spread: float, omega: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
+    """Step 1: the best local maximiser of Re <a(c, spread), r> (fixed spread,
+    so every candidate atom has the same norm) from the best-scored candidates."""
+    d = omega.shape[0]
+    r = r * np.exp(-0.5 * spread**2 * (omega**2).sum(axis=0))
+    u = rng.standard_normal((CANDIDATES, d))
+    u *= (rng.random(CANDIDATES) ** (1 / d) / np.linalg.norm(u, axis=1))[:, None]  # uniform in the ball
+    score, _ = _correlation(u, r, omega)
+    starts = u[np.argsort(score)[-ASCENTS:]]
+
+    def neg(flat: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
+        v, g = _correlation(flat.reshape(ASCENTS, d), r, omega)
+        return -float(v.sum()), -g.ravel()
+
+    res = minimize(neg, starts.ravel(), jac=True, method="L-BFGS-B", bounds=[(-1.0, 1.0)] * (ASCENTS * d),
+                   options={"maxiter": 200})
+    ends = clip_to_ball(res.x.reshape(ASCENTS, d))
+    value, _ = _correlation(ends, r, omega)
+    return np.asarray(ends[int(np.argmax(value))])
+
+
+def _nnls_weights(z: NDArray[np.complex128], atoms: NDArray[np.complex128]) -> NDArray[np.float64]:
+    """Non-negative least squares on the stacked real and imaginary parts."""
+    a = np.concatenate([atoms.real.T, atoms.imag.T], axis=0)
+    b = np.concatenate([z.real, z.imag])
+    w, _ = nnls(a, b)
+    return np.asarray(w)
+
+
+@dataclass
+class _Mixture:
+    centers: NDArray[np.float64]
+    spreads: NDArray[np.float64]
+    weights: NDArray[np.float64]
+
+    def sketch(self, omega: NDArray[np.float64]) -> NDArray[np.complex128]:
+        return np.asarray(self.weights @ _atoms(self.centers, self.spreads, omega))
+
+
+def _joint_descent(z: NDArray[np.complex128], mix: _Mixture, omega: NDArray[np.float64]) -> _Mixture:
+    """Step 5: local minimum of ||z - sum_j w_j a(c_j, s_j)||^2 over all (c, s, w).
+
+    The spreads enter as variances v = s^2: the gradient in s vanishes at
+    s = 0 (a trap for atoms that pass through it), the gradient in v does not."""
+    k, d = mix.centers.shape
+    w2 = (omega**2).sum(axis=0)
+
+    def loss(flat: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
+        c, v, w = flat[: k * d].reshape(k, d), flat[k * d : k * d + k], flat[k * d + k :]
+        a = _atoms(c, np.sqrt(v), omega)
+        res = z - w @ a
+        q = np.conj(res)[None, :] * a
+        g_c = 2 * w[:, None] * (q.imag @ omega.T)
+        g_v = w * (q.real @ w2)
+        g_w = -2 * q.real.sum(axis=1)
+        return float(np.sum(np.abs(res) ** 2)), np.concatenate([g_c.ravel(), g_v, g_w])
+
+    bounds = [(-1.0, 1.0)] * (k * d) + [(0.0, 1.0)] * k + [(0.0, None)] * k
+    x0 = np.concatenate([mix.centers.ravel(), mix.spreads**2, mix.weights])
+    res = minimize(loss, x0, jac=True, method="L-BFGS-B", bounds=bounds, options={"maxiter": 300})
+    x = res.x
+    return _Mixture(clip_to_ball(x[: k * d].reshape(k, d)), np.sqrt(np.clip(x[k * d : k * d + k], 0.0, 1.0)),
+                    np.maximum(x[k * d + k :], 0.0))
+
+
+def _one_run(z: NDArray[np.complex128], omega: NDArray[np.float64], k: int, rng: np.random.Generator) -> tuple[_Mixture, float]:
+    d = omega.shape[0]
+    mix = _Mixture(np.zeros((0, d)), np.zeros(0), np.zeros(0))
+    r = z.copy()
+    for t in range(2 * k):
+        spread = float(np.median(mix.spreads)) if t else INITIAL_SPREAD
+        centers = np.vstack([mix.centers, _new_atom(r, spread, omega, rng)])
+        spreads = np.append(mix.spreads, spread)
+        if t >= k:  # step 3: keep the k atoms with the largest weights
+            a = _atoms(centers, spreads, omega)
+            keep = np.sort(np.argsort(_nnls_weights(z, a / np.linalg.norm(a, axis=1, keepdims=True)))[-k:])
+            centers, spreads = centers[keep], spreads[keep]
+        weights = _nnls_weights(z, _atoms(centers, spreads, omega))
+        mix = _joint_descent(z, _Mixture(centers, spreads, weights), omega)
+        r = z - mix.sketch(omega)
+    return mix, float(np.linalg.norm(r))
+
+
+def clompr(
+    sketch: NDArray[np.complex128], omega: NDArray[np.float64], k: int, restarts: int = 3, seed: int = 0
+) -> ClomprResult:
+    """Decode k centroids (unit ball) and weights from ``sketch`` (m,) with
+    frequencies ``omega`` (d, m); best of ``restarts`` runs by residual."""
+    z = np.asarray(sketch, dtype=np.complex128)
+    if omega.ndim != 2 or z.shape != (omega.shape[1],):
+        raise ConfigError(f"sketch shape {z.shape} does not match frequencies {omega.shape}")
+    if k < 1 or restarts < 1:
+        raise ConfigError(f"clompr needs k >= 1 and restarts >= 1, got k={k}, restarts={restarts}")
+    if not np.all(np.isfinite(z)):
+        raise DecodeError("the sketch contains NaN or infinite values")
+    norm = float(np.linalg.norm(z))
+    if norm == 0.0:
+        raise DecodeError("the sketch is zero: no reports")
+    t = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    runs = [_one_run(z, omega, k, rng) for _ in range(restarts)]
+    best, residual = min(runs, key=lambda run: run[1])
+    return ClomprResult(
+        centroids=best.centers,
+        weights=best.weights,
+        spreads=best.spreads,
+        residual=residual / norm,
+        restart_residuals=tuple(run[1] / norm for run in runs),
+        seconds=time.perf_counter() - t,
+    )

@@ -1,0 +1,82 @@
+"""CL-OMPR with Gaussian atoms (server/clompr.py): recovers k-means centers
+from a sketch alone, keeps the best restart by residual, refuses bad input."""
+
+import numpy as np
+import pytest
+
+from shoal.common.errors import ConfigError, DecodeError
+from shoal.common.sketch import (
+    SketchParams,
+    default_scales,
+    exact_sketch,
+    frequencies,
+    mean_sketch,
+    scramble,
+)
+from shoal.server.clompr import clompr
+from shoal.server.kmeans import kmeans_cost, weighted_kmeans
+
+
+def _mixture(n=20000, k=4, d=3, seed=0):
+    rng = np.random.default_rng(seed)
+    mu = rng.uniform(-0.6, 0.6, (k, d))
+    x = mu[rng.integers(0, k, n)] + 0.05 * rng.standard_normal((n, d))
+    return x / np.maximum(1, np.linalg.norm(x, axis=1))[:, None]
+
+
+def _setup(k=4, d=3, eps=1.0):
+    lo, hi = default_scales(d, k)
+    p = SketchParams(dim=d, size=10 * k * d, measurements=10 * k * d, epsilon=eps, seed=1, scale_low=lo, scale_high=hi)
+    return p, frequencies(p)
+
+
+def test_clompr_recovers_kmeans_centers_from_the_exact_sketch():
+    x = _mixture()
+    p, om = _setup()
+    res = clompr(exact_sketch(x, om), om, 4, restarts=2)
+    lloyd = kmeans_cost(x, weighted_kmeans(x, np.ones(len(x)), 4, np.random.default_rng(0)))
+    assert kmeans_cost(x, res.centroids) <= 1.05 * lloyd
+    assert res.weights.sum() == pytest.approx(1.0, abs=0.05)
+    assert np.allclose(res.spreads, 0.05 * np.sqrt(1), atol=0.02)  # per-coordinate spread of the clusters
+
+
+def test_clompr_decodes_a_private_sketch_of_devices():
+    x = _mixture(n=40000)
+    p, om = _setup(eps=1.0)
+    n0 = np.full(4, 10000)
+    s = mean_sketch(scramble(x, n0, p, om, np.random.default_rng(3)), n0)
+    res = clompr(s, om, 4)
+    lloyd = kmeans_cost(x, weighted_kmeans(x, np.ones(len(x)), 4, np.random.default_rng(0)))
+    assert kmeans_cost(x, res.centroids) <= 1.2 * lloyd
+
+
+def test_the_best_restart_by_residual_is_returned():
+    p, om = _setup()
+    res = clompr(exact_sketch(_mixture(), om), om, 4, restarts=3, seed=7)
+    assert len(res.restart_residuals) == 3 and res.residual == min(res.restart_residuals)
+
+
+def test_sketch_shape_must_match_the_frequencies():
+    p, om = _setup()
+    with pytest.raises(ConfigError, match="does not match"):
+        clompr(np.ones(7, dtype=complex), om, 2)
+
+
+def test_k_must_be_positive():
+    p, om = _setup()
+    with pytest.raises(ConfigError, match="k >= 1"):
+        clompr(np.ones(om.shape[1], dtype=complex), om, 0)
+
+
+def test_non_finite_sketch_is_refused():
+    p, om = _setup()
+    z = np.ones(om.shape[1], dtype=complex)
+    z[3] = np.nan
+    with pytest.raises(DecodeError, match="NaN"):
+        clompr(z, om, 2)
+
+
+def test_zero_sketch_is_refused():
+    p, om = _setup()
+    with pytest.raises(DecodeError, match="zero"):
+        clompr(np.zeros(om.shape[1], dtype=complex), om, 2)
