@@ -159,7 +159,10 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
     sm.add_argument("--k", type=int, default=None)
     sm.add_argument("--eps", type=float, default=4.0)
-    sm.add_argument("--encoder", choices=("lsh", "nettree"), default="nettree")
+    sm.add_argument("--encoder", choices=("lsh", "nettree", "sketch"), default="nettree",
+                    help="sketch: scrambled compressive sketches (local model) or secure-sum sketches (--model shuffle)")
+    sm.add_argument("--records-per-device", type=int, default=1,
+                    help="sketch, local model: each device sketches this many consecutive points (the paper's n0)")
     sm.add_argument("--radius", type=float, default=1.0)
     sm.add_argument("--concurrency", type=int, default=50)
     sm.add_argument("--workers", type=int, default=2, help="device processes (httpx clients) sharing --concurrency")

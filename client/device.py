@@ -19,12 +19,14 @@ import numpy as np
 
 from shoal.client.encoder import device_rng, encode
 from shoal.client.ledger import Ledger
+from shoal.client.sketch_encoder import sketch_messages, sketch_shares
 from shoal.common.config import RoundConfig, config_from_dict
 from shoal.common.envelope import seal
-from shoal.common.errors import ShoalError
+from shoal.common.errors import ConfigError, ShoalError
 from shoal.common.messages import sealed_share_parts
 from shoal.common.refine import RefineConfig, contributions, is_refine, refine_from_dict
 from shoal.common.secure_sum import encode_devices
+from shoal.common.sketch_round import SketchRoundConfig, is_sketch, sketch_round_from_dict
 
 
 class TransportError(ShoalError):
@@ -63,13 +65,17 @@ class Device:
         return config_from_dict(body["config"]), base64.b64decode(body["server_public_key"])
 
     def participate(self, round_id: str, point: np.ndarray | list[float]) -> dict[str, int]:
-        """Encode ``point`` for the round (once, ever) and deliver it."""
+        """Encode ``point`` for the round (once, ever) and deliver it. In a
+        local-model sketch round ``point`` may also be the device's (n0, d)
+        records: one sketch summarises them all."""
         message = self.ledger.message_for(round_id)
         if message is None:
             body = self._request("GET", f"/rounds/{round_id}/config").json()
+            key = base64.b64decode(body["server_public_key"])
             if is_refine(body["config"]):
-                message = self._refine_message(round_id, refine_from_dict(body["config"]),
-                                               base64.b64decode(body["server_public_key"]), point)
+                message = self._refine_message(round_id, refine_from_dict(body["config"]), key, point)
+            elif is_sketch(body["config"]):
+                message = self._sketch_message(round_id, sketch_round_from_dict(body["config"]), key, point)
         if message is None:
             cfg, key = self._fetch(round_id)
             if cfg.model == "shuffle" and not self.shuffler_url:
@@ -102,6 +108,26 @@ class Device:
         x = np.asarray(point, dtype=np.float64).reshape(1, -1)
         shares = encode_devices(contributions(x, cfg), cfg.secure_sum, device_rng())
         message = json.dumps({"parts": sealed_share_parts(shares, key, round_id)[0]})
+        self.ledger.charge(round_id, cfg.secure_sum.epsilon, message)
+        return message
+
+    def _sketch_message(self, round_id: str, cfg: SketchRoundConfig, key: bytes,
+                        points: np.ndarray | list[float]) -> str:
+        """A sketch round: local model, one scrambled sketch of the device's
+        records (charged its local eps); shuffle model, the one record's
+        features through secure summation via the shuffler (charged the
+        round's central eps, as a refine round)."""
+        x = np.asarray(points, dtype=np.float64)
+        x = x.reshape(1, -1) if x.ndim == 1 else x
+        if cfg.secure_sum is None:
+            message = sketch_messages(x, np.array([x.shape[0]]), cfg)[0].model_dump_json()
+            self.ledger.charge(round_id, cfg.sketch.epsilon, message)
+            return message
+        if not self.shuffler_url:
+            raise TransportError(f"round {round_id} is a shuffle-model sketch round: this device needs a shuffler_url")
+        if x.shape[0] != 1:
+            raise ConfigError(f"a shuffle-model sketch round takes one record per device, got {x.shape[0]}")
+        message = json.dumps({"parts": sealed_share_parts(sketch_shares(x, cfg), key, round_id)[0]})
         self.ledger.charge(round_id, cfg.secure_sum.epsilon, message)
         return message
 

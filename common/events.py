@@ -41,6 +41,19 @@ class PrivUnitEvent:
 
 
 @dataclass(frozen=True)
+class ScrambledSketchEvent:
+    """A scrambled sketch (seed 002, Def. 3): the masked mean of a device's
+    n0 random Fourier feature vectors (m entries, r of them kept per record)
+    plus real Laplace noise of scale 2 sqrt(2) sqrt(m) / (n0 eps) on each of
+    the 2m real coordinates: eps-DP for replacing one of the device's records
+    (``sketch.py``, Prop. 1 re-derived)."""
+
+    epsilon: float
+    size: int
+    measurements: int
+
+
+@dataclass(frozen=True)
 class NoReportEvent:
     """A report that is not sent: costs nothing."""
 
@@ -98,6 +111,6 @@ def local_epsilon(event: object) -> float:
         return math.inf
     if isinstance(event, RoundsEvent):
         return math.fsum(local_epsilon(e) for e in event.rounds)
-    if isinstance(event, LocalHashingEvent | PrivUnitEvent | NoReportEvent):
+    if isinstance(event, LocalHashingEvent | PrivUnitEvent | ScrambledSketchEvent | NoReportEvent):
         return float(event.epsilon)
     raise PrivacyError(f"no privacy rule for event {event!r}")

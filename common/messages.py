@@ -10,18 +10,19 @@ form of one device's reports.
 from __future__ import annotations
 
 import base64
-import math
 import secrets
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat
 
 from shoal.common.config import RoundConfig
 from shoal.common.envelope import seal
 from shoal.common.errors import ReportError
 from shoal.common.secure_sum import SecureSumParams
+from shoal.common.sketch import MAX_SKETCH
+from shoal.common.sketch_round import MAX_DEVICE_RECORDS
 
 
 class HistReport(BaseModel):
@@ -39,14 +40,7 @@ class VecReport(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     level: int = Field(ge=0, le=62)
     row: int = Field(ge=0, lt=1 << 20)
-    z: list[float] = Field(min_length=2, max_length=100_000)
-
-    @field_validator("z")
-    @classmethod
-    def _finite(cls, z: list[float]) -> list[float]:
-        if not all(math.isfinite(v) for v in z):
-            raise ValueError("z must contain only finite numbers")
-        return z
+    z: list[FiniteFloat] = Field(min_length=2, max_length=100_000)
 
 
 class DeviceMessage(BaseModel):
@@ -68,6 +62,29 @@ class ShareMessage(BaseModel):
     round_id: str = Field(min_length=1, max_length=64)
     message_id: str = Field(pattern=r"^[0-9a-f]{32}$")
     share: str = Field(min_length=4, max_length=2_000_000)
+
+
+class SketchMessage(BaseModel):
+    """A local-model sketch round's report (``sketch_round.py``): the scrambled
+    sketch as 2m reals (real parts, then imaginary parts) and the number of
+    records n0 it summarises (public under seed 002's replace-one relation)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    round_id: str = Field(min_length=1, max_length=64)
+    message_id: str = Field(pattern=r"^[0-9a-f]{32}$")
+    sketch: list[FiniteFloat] = Field(min_length=2, max_length=2 * MAX_SKETCH)
+    n0: int = Field(ge=1, le=MAX_DEVICE_RECORDS)
+
+
+def sketch_rows(messages: list[SketchMessage], size: int) -> NDArray[np.float64]:
+    """(n, 2m + 1) float64: each sketch's 2m reals then its n0, checked against the round's m."""
+    out = np.empty((len(messages), 2 * size + 1), dtype=np.float64)
+    for i, msg in enumerate(messages):
+        if len(msg.sketch) != 2 * size:
+            raise ReportError(f"sketch has {len(msg.sketch)} reals, the round's m = {size} needs {2 * size}")
+        out[i, :-1] = msg.sketch
+        out[i, -1] = msg.n0
+    return out
 
 
 def new_message_id() -> str:

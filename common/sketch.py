@@ -52,6 +52,7 @@ runs r times over whole arrays, never once per record).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -282,11 +283,18 @@ def estimated_snr(sketch: NDArray[np.complex128], params: SketchParams, n0: NDAr
     """SNR with ||z||^2 estimated from the noisy global sketch itself, using
     E ||s||^2 = ||z||^2 + sum_j Var(s_j) (two fixed-point steps, as the
     variance depends weakly on ||z||^2). Post-processing of private data."""
+    z2 = signal_power(sketch, lambda v: noise_variance(params, n0, v))
+    return z2 / noise_variance(params, n0, z2)
+
+
+def signal_power(sketch: NDArray[np.complex128], variance: Callable[[float], float]) -> float:
+    """||z||^2 estimated from a noisy sketch s: E ||s||^2 = ||z||^2 + variance(||z||^2),
+    solved by two fixed-point steps (the variance depends weakly on ||z||^2), in [0, 1]."""
     power = float(np.sum(np.abs(sketch) ** 2))
     z2 = 0.0
     for _ in range(2):
-        z2 = min(max(power - noise_variance(params, n0, z2), 0.0), 1.0)
-    return z2 / noise_variance(params, n0, z2)
+        z2 = min(max(power - variance(z2), 0.0), 1.0)
+    return z2
 
 
 def record_features(x: NDArray[np.float64], omega: NDArray[np.float64]) -> NDArray[np.float64]:

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from shoal.common.messages import DeviceMessage
+from shoal.common.messages import DeviceMessage, SketchMessage
 
 
 class BoundIn(BaseModel):
@@ -32,11 +32,13 @@ class CreateRoundIn(BaseModel):
     dim: int = Field(ge=1, le=10_000)
     epsilon: float = Field(gt=0, le=50)
     n_expected: int = Field(ge=1, le=10**9)
-    encoder: Literal["lsh", "nettree"] = "lsh"
+    encoder: Literal["lsh", "nettree", "sketch"] = Field(
+        "lsh", description="sketch: scrambled compressive sketches decoded by CL-OMPR (common/sketch_round.py)")
     model: Literal["local", "shuffle"] = Field(
         "local", description="shuffle: epsilon/delta are the central target for batches of >= min_batch")
     delta: float | None = Field(None, gt=0, lt=1, description="shuffle model only")
-    min_batch: int | None = Field(None, ge=2, le=10**9, description="shuffle model only: smallest batch released")
+    min_batch: int | None = Field(None, ge=2, le=10**9, description=(
+        "shuffle model only: smallest batch released (sketch rounds: fewest devices whose noise shares give the guarantee)"))
     bound: BoundIn = Field(default_factory=lambda: BoundIn(radius=1.0))
     tuning: dict[str, Any] = Field(default_factory=dict)
 
@@ -86,7 +88,7 @@ class RoundOut(BaseModel):
 
 class BatchIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    messages: list[DeviceMessage] = Field(min_length=1)
+    messages: list[DeviceMessage | SketchMessage] = Field(min_length=1)
 
 
 class AcceptedOut(BaseModel):

@@ -39,6 +39,23 @@ What shoal changes from pycle (the issue's account of its failures):
   smallest sketch residual ||z - A w||, reported with every result, so a
   bad run is detected and replaced instead of returned.
 
+Noise (``frequency_gains``): with the sketch's noise variance known from
+the round's parameters, the fit is of g * z with per-frequency gains from
+the sketch's radial power profile, so frequencies where every cluster's
+sketch has decayed below the noise do not pull atoms towards it.
+
+Speed: cos/sin are evaluated in float32 (vectorised; the 1e-7 relative error
+is far below the sketch noise): one run at k = d = 10, m = 1000 took
+0.38 s against 0.82 s with float64 cos/sin (same session, same sketch;
+relative SSE 1.0001 both).
+
+BLAS threads: every product here is tiny ((k, d) @ (d, m)), and OpenBLAS
+spinning up its threads for each one dominated the decode on 2 cores
+(k = d = 10, m = 1000: 11.7 s with the default 2 threads, 1.28 s with one,
+same result; measured with cProfile, most of the time in the L-BFGS-B
+setulb BLAS calls and the loss). The decoder therefore runs under
+``threadpool_limits(1)``.
+
 Pure numpy / scipy, no I/O.
 """
 
@@ -51,12 +68,14 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 from scipy.optimize import minimize, nnls
+from threadpoolctl import threadpool_limits
 
 from shoal.common.bounds import clip_to_ball
 from shoal.common.errors import ConfigError, DecodeError
 
 CANDIDATES = 512
 ASCENTS = 8
+GAIN_BINS = 20  # radial bins of the noise-aware frequency gains (``frequency_gains``)
 INITIAL_SPREAD = 0.05  # first atom's spread (unit-ball units); later atoms start at the median fitted spread
 
 
@@ -73,31 +92,63 @@ class ClomprResult:
     seconds: float
 
 
-def _atoms(c: NDArray[np.float64], spread: NDArray[np.float64], omega: NDArray[np.float64]) -> NDArray[np.complex128]:
-    """Sketches of isotropic Gaussians N(c_j, spread_j^2 I): exp(i w.c - spread^2 |w|^2 / 2) / sqrt(m)."""
-    w2 = (omega**2).sum(axis=0)
-    return np.asarray(np.exp(1j * (c @ omega) - 0.5 * (spread**2)[:, None] * w2[None, :]) / math.sqrt(omega.shape[1]))
+@dataclass(frozen=True)
+class _Frequencies:
+    """Omega (d, m) with what every step reuses: |omega_j|^2, the per-frequency
+    gain g_j (the fit is of g * z; all ones without noise, see ``frequency_gains``)
+    folded with 1/sqrt(m), and a float32 copy for candidate scoring."""
+
+    omega: NDArray[np.float64]
+    w2: NDArray[np.float64]
+    gain: NDArray[np.float64]
+    omega32: NDArray[np.float32]
+
+    @staticmethod
+    def of(omega: NDArray[np.float64], gain: NDArray[np.float64]) -> _Frequencies:
+        return _Frequencies(omega, (omega**2).sum(axis=0), gain / math.sqrt(omega.shape[1]), omega.astype(np.float32))
+
+
+def _atoms(c: NDArray[np.float64], spread: NDArray[np.float64], f: _Frequencies) -> NDArray[np.complex128]:
+    """Sketches of isotropic Gaussians N(c_j, spread_j^2 I), times the gains:
+    g exp(i w.c - spread^2 |w|^2 / 2) / sqrt(m)."""
+    cos, sin = _cos_sin(c @ f.omega)
+    amp = np.exp(-0.5 * (spread**2)[:, None] * f.w2[None, :]) * f.gain
+    out = np.empty(cos.shape, dtype=np.complex128)
+    out.real, out.imag = cos * amp, sin * amp
+    return out
+
+
+def _cos_sin(phase: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """cos and sin of the phases, evaluated in float32 (vectorised, about 20x
+    faster than float64 here; the 1e-7 relative error is far below the
+    sketch's noise and L-BFGS-B's tolerances) and returned as float64."""
+    p32 = phase.astype(np.float32)
+    return np.cos(p32).astype(np.float64), np.sin(p32).astype(np.float64)
 
 
 def _correlation(c: NDArray[np.float64], r: NDArray[np.complex128], omega: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Re <exp(i Omega^T c), r> / sqrt(m) for each row of c and its gradient in c."""
-    ph = c @ omega
-    cos, sin = np.cos(ph), np.sin(ph)
-    scale = 1 / math.sqrt(omega.shape[1])
-    value = scale * (cos @ r.real + sin @ r.imag)
-    grad = scale * ((-sin * r.real[None, :] + cos * r.imag[None, :]) @ omega.T)
+    """Re <exp(i Omega^T c), r> for each row of c and its gradient in c (r carries the atom's factors)."""
+    cos, sin = _cos_sin(c @ omega)
+    value = cos @ r.real + sin @ r.imag
+    grad = (-sin * r.real[None, :] + cos * r.imag[None, :]) @ omega.T
     return value, grad
 
 
-def _new_atom(r: NDArray[np.complex128], spread: float, omega: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
+def _scores(c: NDArray[np.float64], r: NDArray[np.complex128], f: _Frequencies) -> NDArray[np.float32]:
+    """Re <exp(i Omega^T c), r> in float32: it only ranks the candidates, and
+    float32 cos/sin are vectorised (20x faster than float64 here)."""
+    ph = c.astype(np.float32) @ f.omega32
+    return np.asarray(np.cos(ph) @ r.real.astype(np.float32) + np.sin(ph) @ r.imag.astype(np.float32))
+
+
+def _new_atom(r: NDArray[np.complex128], spread: float, f: _Frequencies, rng: np.random.Generator) -> NDArray[np.float64]:
     """Step 1: the best local maximiser of Re <a(c, spread), r> (fixed spread,
     so every candidate atom has the same norm) from the best-scored candidates."""
-    d = omega.shape[0]
-    r = r * np.exp(-0.5 * spread**2 * (omega**2).sum(axis=0))
+    d, omega = f.omega.shape[0], f.omega
+    r = r * np.exp(-0.5 * spread**2 * f.w2) * f.gain
     u = rng.standard_normal((CANDIDATES, d))
     u *= (rng.random(CANDIDATES) ** (1 / d) / np.linalg.norm(u, axis=1))[:, None]  # uniform in the ball
-    score, _ = _correlation(u, r, omega)
-    starts = u[np.argsort(score)[-ASCENTS:]]
+    starts = u[np.argsort(_scores(u, r, f))[-ASCENTS:]]
 
     def neg(flat: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
         v, g = _correlation(flat.reshape(ASCENTS, d), r, omega)
@@ -124,25 +175,24 @@ class _Mixture:
     spreads: NDArray[np.float64]
     weights: NDArray[np.float64]
 
-    def sketch(self, omega: NDArray[np.float64]) -> NDArray[np.complex128]:
-        return np.asarray(self.weights @ _atoms(self.centers, self.spreads, omega))
+    def sketch(self, f: _Frequencies) -> NDArray[np.complex128]:
+        return np.asarray(self.weights @ _atoms(self.centers, self.spreads, f))
 
 
-def _joint_descent(z: NDArray[np.complex128], mix: _Mixture, omega: NDArray[np.float64]) -> _Mixture:
+def _joint_descent(z: NDArray[np.complex128], mix: _Mixture, f: _Frequencies) -> _Mixture:
     """Step 5: local minimum of ||z - sum_j w_j a(c_j, s_j)||^2 over all (c, s, w).
 
     The spreads enter as variances v = s^2: the gradient in s vanishes at
     s = 0 (a trap for atoms that pass through it), the gradient in v does not."""
     k, d = mix.centers.shape
-    w2 = (omega**2).sum(axis=0)
 
     def loss(flat: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
         c, v, w = flat[: k * d].reshape(k, d), flat[k * d : k * d + k], flat[k * d + k :]
-        a = _atoms(c, np.sqrt(v), omega)
+        a = _atoms(c, np.sqrt(v), f)
         res = z - w @ a
         q = np.conj(res)[None, :] * a
-        g_c = 2 * w[:, None] * (q.imag @ omega.T)
-        g_v = w * (q.real @ w2)
+        g_c = 2 * w[:, None] * (q.imag @ f.omega.T)
+        g_v = w * (q.real @ f.w2)
         g_w = -2 * q.real.sum(axis=1)
         return float(np.sum(np.abs(res) ** 2)), np.concatenate([g_c.ravel(), g_v, g_w])
 
@@ -154,42 +204,79 @@ def _joint_descent(z: NDArray[np.complex128], mix: _Mixture, omega: NDArray[np.f
                     np.maximum(x[k * d + k :], 0.0))
 
 
-def _one_run(z: NDArray[np.complex128], omega: NDArray[np.float64], k: int, rng: np.random.Generator) -> tuple[_Mixture, float]:
-    d = omega.shape[0]
+def _one_run(z: NDArray[np.complex128], f: _Frequencies, k: int, rng: np.random.Generator) -> tuple[_Mixture, float]:
+    """Steps 1-6 on the gained sketch z = g * sketch; the residual's norm."""
+    d = f.omega.shape[0]
     mix = _Mixture(np.zeros((0, d)), np.zeros(0), np.zeros(0))
     r = z.copy()
     for t in range(2 * k):
         spread = float(np.median(mix.spreads)) if t else INITIAL_SPREAD
-        centers = np.vstack([mix.centers, _new_atom(r, spread, omega, rng)])
+        centers = np.vstack([mix.centers, _new_atom(r, spread, f, rng)])
         spreads = np.append(mix.spreads, spread)
         if t >= k:  # step 3: keep the k atoms with the largest weights
-            a = _atoms(centers, spreads, omega)
+            a = _atoms(centers, spreads, f)
             keep = np.sort(np.argsort(_nnls_weights(z, a / np.linalg.norm(a, axis=1, keepdims=True)))[-k:])
             centers, spreads = centers[keep], spreads[keep]
-        weights = _nnls_weights(z, _atoms(centers, spreads, omega))
-        mix = _joint_descent(z, _Mixture(centers, spreads, weights), omega)
-        r = z - mix.sketch(omega)
+        weights = _nnls_weights(z, _atoms(centers, spreads, f))
+        mix = _joint_descent(z, _Mixture(centers, spreads, weights), f)
+        r = z - mix.sketch(f)
     return mix, float(np.linalg.norm(r))
 
 
+def frequency_gains(z: NDArray[np.complex128], omega: NDArray[np.float64], noise_variance: float,
+                    bins: int = GAIN_BINS) -> NDArray[np.float64]:
+    """Per-frequency gains sqrt(S / (S + N)) (the square root of a Wiener gain)
+    from the sketch's radial power profile: the frequencies sorted by |omega|
+    fall into ``bins`` groups of equal size; in each, the signal power S is the
+    mean |z_j|^2 minus the noise power N = noise_variance / m per entry.
+    ``noise_variance`` is E||e||^2 of the sketch noise, known from the round's
+    parameters (seed 002, Eq. 6); zero gives gains of one (no noise).
+
+    Why: the decoder fits the gained sketch g * z. Without it, at high noise
+    (n = 1e6, 100 devices, SNR 105) point-mass atoms of weight ~0.01 fitted
+    the white noise of the high frequencies, where every cluster's sketch has
+    decayed, and displaced real clusters (relative SSE 1.24-1.62 over four
+    seeds). Post-processing of the released sketch: no privacy cost."""
+    m = z.shape[0]
+    if noise_variance <= 0:
+        return np.ones(m)
+    n_entry = noise_variance / m
+    order = np.argsort((omega**2).sum(axis=0), kind="stable")
+    power = np.abs(z[order]) ** 2
+    gains = np.empty(m)
+    for idx in np.array_split(np.arange(m), min(bins, m)):  # a few bins, not per entry
+        signal = max(float(power[idx].mean()) - n_entry, 0.0)
+        gains[order[idx]] = math.sqrt(signal / (signal + n_entry))
+    return gains
+
+
 def clompr(
-    sketch: NDArray[np.complex128], omega: NDArray[np.float64], k: int, restarts: int = 3, seed: int = 0
+    sketch: NDArray[np.complex128], omega: NDArray[np.float64], k: int, restarts: int = 3, seed: int = 0,
+    noise_variance: float = 0.0,
 ) -> ClomprResult:
     """Decode k centroids (unit ball) and weights from ``sketch`` (m,) with
-    frequencies ``omega`` (d, m); best of ``restarts`` runs by residual."""
+    frequencies ``omega`` (d, m); best of ``restarts`` runs by residual.
+    ``noise_variance`` (E||e||^2 of the sketch's noise, 0 for an exact sketch)
+    sets the per-frequency gains of ``frequency_gains``."""
     z = np.asarray(sketch, dtype=np.complex128)
     if omega.ndim != 2 or z.shape != (omega.shape[1],):
         raise ConfigError(f"sketch shape {z.shape} does not match frequencies {omega.shape}")
     if k < 1 or restarts < 1:
         raise ConfigError(f"clompr needs k >= 1 and restarts >= 1, got k={k}, restarts={restarts}")
+    if not (np.isfinite(noise_variance) and noise_variance >= 0):
+        raise ConfigError(f"noise_variance must be finite and >= 0, got {noise_variance}")
     if not np.all(np.isfinite(z)):
         raise DecodeError("the sketch contains NaN or infinite values")
+    gains = frequency_gains(z, omega, noise_variance)
+    z = z * gains
     norm = float(np.linalg.norm(z))
     if norm == 0.0:
-        raise DecodeError("the sketch is zero: no reports")
+        raise DecodeError("the sketch is zero (no reports) or below its noise level at every frequency")
     t = time.perf_counter()
     rng = np.random.default_rng(seed)
-    runs = [_one_run(z, omega, k, rng) for _ in range(restarts)]
+    f = _Frequencies.of(omega, gains)
+    with threadpool_limits(limits=1, user_api="blas"):  # "BLAS threads" in the module docstring
+        runs = [_one_run(z, f, k, rng) for _ in range(restarts)]
     best, residual = min(runs, key=lambda run: run[1])
     return ClomprResult(
         centroids=best.centers,

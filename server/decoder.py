@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -55,8 +55,14 @@ class ClusteringResult:
     diagnostics: dict[str, Any] = field(default_factory=dict)
 
 
-class Decoder(Protocol):
-    def decode(self, accumulator: LevelAccumulator) -> ClusteringResult: ...
+A = TypeVar("A", contravariant=True)
+
+
+class Decoder(Protocol[A]):
+    """What every decoder offers: the round's accumulated reports in, a result out
+    (``TreeDecoder`` takes a ``LevelAccumulator``, ``SketchDecoder`` a ``SketchAccumulator``)."""
+
+    def decode(self, accumulator: A) -> ClusteringResult: ...
 
 
 def privacy_statement(config: RoundConfig) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import secrets
 import threading
 import time
 from collections import Counter
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -21,10 +21,17 @@ from shoal.common.accounting import central_guarantee
 from shoal.common.bounds import PublicBound
 from shoal.common.config import RoundConfig, config_from_dict, config_to_dict, derive_config
 from shoal.common.envelope import EnvelopeError, load_or_create_key, open_sealed, public_key_bytes
-from shoal.common.errors import ReportError, ShoalError
+from shoal.common.errors import ConfigError, ReportError, ShoalError
 from shoal.common.events import RoundsEvent
 from shoal.common.group_commit import GroupCommit
-from shoal.common.messages import DeviceMessage, ReportBatch, ShareMessage, share_array
+from shoal.common.messages import (
+    DeviceMessage,
+    ReportBatch,
+    ShareMessage,
+    SketchMessage,
+    share_array,
+    sketch_rows,
+)
 from shoal.common.refine import (
     RefineConfig,
     derive_refine,
@@ -33,11 +40,19 @@ from shoal.common.refine import (
     refine_to_dict,
     refined_centers,
 )
-from shoal.common.secure_sum import add_shares, decode_total
+from shoal.common.secure_sum import SecureSumParams, add_shares, decode_total
+from shoal.common.sketch_round import (
+    SketchRoundConfig,
+    derive_sketch_round,
+    is_sketch,
+    sketch_round_from_dict,
+    sketch_round_to_dict,
+)
 from shoal.server.accumulate import LevelAccumulator
 from shoal.server.api_models import CreateRoundIn, RefineIn
-from shoal.server.decoder import TreeDecoder, privacy_statement
+from shoal.server.decoder import ClusteringResult, TreeDecoder, privacy_statement
 from shoal.server.settings import Settings
+from shoal.server.sketch_decoder import SketchAccumulator, SketchDecoder, sketch_privacy_statement
 from shoal.server.store import RoundRow, open_store
 
 
@@ -46,6 +61,7 @@ class RoundStateError(ShoalError):
 
 
 Pending = tuple[str, list[str], ReportBatch]
+AnyReport: TypeAlias = DeviceMessage | SketchMessage
 
 
 class RoundService:
@@ -60,6 +76,7 @@ class RoundService:
         self.metrics: Counter[str] = Counter()
         self.decode_seconds: list[float] = []
         self._configs: dict[str, RoundConfig] = {}
+        self._sketches: dict[str, SketchRoundConfig | None] = {}
         self._decoding = threading.Lock()
         # Held while reports commit and while a round leaves "open": a report is
         # either committed before decoding starts (and decoded) or refused.
@@ -72,6 +89,17 @@ class RoundService:
         b = inp.bound
         bound = PublicBound(radius=b.radius, low=tuple(b.low) if b.low else None, high=tuple(b.high) if b.high else None)
         round_id = secrets.token_hex(8)
+        if inp.encoder == "sketch":
+            try:
+                sk = derive_sketch_round(
+                    inp.n_expected, inp.dim, inp.k, inp.epsilon, bound=bound, seed=secrets.randbits(63),
+                    model=inp.model, delta=inp.delta or 0.0, min_devices=inp.min_batch or 0, round_id=round_id,
+                    **inp.tuning,
+                )
+            except TypeError as exc:
+                raise ConfigError(f"sketch round tuning: {exc}") from exc
+            self.store.create_round(round_id, sketch_round_to_dict(sk))
+            return self.store.get_round(round_id)
         cfg = derive_config(
             inp.n_expected, inp.dim, inp.k, inp.epsilon, encoder=inp.encoder, bound=bound,
             round_id=round_id, model=inp.model, delta=inp.delta or 0.0, min_batch=inp.min_batch or 0, **inp.tuning,
@@ -86,10 +114,11 @@ class RoundService:
             raise RoundStateError(f"round {parent_id} is itself a refine round")
         if parent.state != "done" or parent.result is None:
             raise RoundStateError(f"round {parent_id} is {parent.state}: refine needs its centers (state done)")
-        cfg = self.config(parent_id)
-        ball = parent.result.get("ball_centers") or cfg.bound.to_ball(np.asarray(parent.result["centers"])).tolist()
+        sk = self.sketch_config(parent_id)
+        bound = sk.bound if sk is not None else self.config(parent_id).bound
+        ball = parent.result.get("ball_centers") or bound.to_ball(np.asarray(parent.result["centers"])).tolist()
         round_id = secrets.token_hex(8)
-        ref = derive_refine(parent_id, np.asarray(ball), cfg.bound, inp.epsilon, inp.delta, inp.min_devices,
+        ref = derive_refine(parent_id, np.asarray(ball), bound, inp.epsilon, inp.delta, inp.min_devices,
                             inp.max_devices, round_id=round_id)
         self.store.create_round(round_id, refine_to_dict(ref))
         return self.store.get_round(round_id)
@@ -99,8 +128,33 @@ class RoundService:
             data = self.store.get_round(round_id).config
             if is_refine(data):
                 raise RoundStateError(f"round {round_id} is a refine round: it takes only shuffled secure-sum shares")
+            if is_sketch(data):
+                raise RoundStateError(f"round {round_id} is a sketch round: it takes sketch reports, not tree reports")
             self._configs[round_id] = config_from_dict(data)
         return self._configs[round_id]
+
+    def sketch_config(self, round_id: str) -> SketchRoundConfig | None:
+        """The round's sketch config, or None for tree and refine rounds (cached)."""
+        if round_id not in self._sketches:
+            data = self.store.get_round(round_id).config
+            self._sketches[round_id] = sketch_round_from_dict(data) if is_sketch(data) else None
+        return self._sketches[round_id]
+
+    def _secure_sum(self, round_id: str) -> SecureSumParams | None:
+        """The secure-sum parameters of a round that takes shares (refine, shuffle-model sketch)."""
+        refine = self.refine_config(round_id)
+        if refine is not None:
+            return refine.secure_sum
+        sk = self.sketch_config(round_id)
+        return sk.secure_sum if sk is not None else None
+
+    def _privacy(self, round_id: str) -> tuple[object, dict[str, Any]]:
+        """A tree or sketch round's event record and privacy statement (a refine round's parent)."""
+        sk = self.sketch_config(round_id)
+        if sk is not None:
+            return sk.event, sketch_privacy_statement(sk)
+        cfg = self.config(round_id)
+        return cfg.round_event, privacy_statement(cfg)
 
     def refine_config(self, round_id: str) -> RefineConfig | None:
         """The round's refine config, or None for a tree round."""
@@ -135,6 +189,7 @@ class RoundService:
         with self._state_lock:
             self.store.delete_round(round_id)
             self._configs.pop(round_id, None)
+            self._sketches.pop(round_id, None)
             self._states.pop(round_id, None)
 
     # -- ingestion --
@@ -152,8 +207,12 @@ class RoundService:
             counts = dict(zip(ok, self.store.add_report_groups([groups[i] for i in ok]) if ok else [], strict=True))
             return [refused[i] if i in refused else counts[i] for i in range(len(groups))]
 
-    def _pending(self, round_id: str, messages: list[DeviceMessage]) -> Pending:
+    def _pending(self, round_id: str, messages: list[AnyReport]) -> Pending:
         cfg = self.config(round_id)
+        if not all(isinstance(m, DeviceMessage) for m in messages):
+            self.metrics["rejected_invalid"] += len(messages)
+            raise ReportError(f"round {round_id} is a tree round: it takes hist/vec reports, not sketches")
+        messages = [m for m in messages if isinstance(m, DeviceMessage)]
         self._require_open(round_id)  # early refusal; checked again at commit
         try:
             batch = ReportBatch.from_messages(messages, cfg)
@@ -167,18 +226,42 @@ class RoundService:
         self.metrics["duplicates"] += total - new
         return new, total - new
 
-    def ingest(self, round_id: str, messages: list[DeviceMessage]) -> tuple[int, int]:
+    def ingest(self, round_id: str, messages: list[AnyReport]) -> tuple[int, int]:
         """Validate and durably store; returns (new, duplicates). Blocks until committed."""
+        sk = self.sketch_config(round_id)
+        if sk is not None:
+            return self._ingest_sketches(round_id, sk, messages)
         return self._count(self.committer.submit(self._pending(round_id, messages)).result(), len(messages))
 
-    async def ingest_async(self, round_id: str, messages: list[DeviceMessage]) -> tuple[int, int]:
+    async def ingest_async(self, round_id: str, messages: list[AnyReport]) -> tuple[int, int]:
         """As ``ingest``, awaiting the commit instead of holding a worker thread."""
+        if self.sketch_config(round_id) is not None:
+            return await asyncio.to_thread(self.ingest, round_id, messages)
         new = await asyncio.wrap_future(self.committer.submit(self._pending(round_id, messages)))
         return self._count(new, len(messages))
 
+    def _ingest_sketches(self, round_id: str, cfg: SketchRoundConfig, messages: list[AnyReport]) -> tuple[int, int]:
+        """A local-model sketch round's reports: checked against m, stored in one transaction."""
+        if cfg.model != "local":
+            raise RoundStateError(f"round {round_id} is a shuffle-model sketch round: it takes only shuffled secure-sum shares")
+        self._require_open(round_id)
+        sketches = [m for m in messages if isinstance(m, SketchMessage)]
+        try:
+            if len(sketches) != len(messages):
+                raise ReportError(f"round {round_id} is a sketch round: every report needs a sketch and n0")
+            rows = sketch_rows(sketches, cfg.sketch.size)
+        except ShoalError:
+            self.metrics["rejected_invalid"] += len(messages)
+            raise
+        with self._state_lock:
+            self._require_open(round_id)
+            new = self.store.add_payloads(round_id, [m.message_id for m in sketches], rows)
+        return self._count(new, len(messages))
+
     def ingest_sealed(self, round_id: str, sealed: list[str]) -> tuple[int, int]:
-        refine = self.refine_config(round_id)
-        model = ShareMessage if refine is not None else DeviceMessage
+        secure = self._secure_sum(round_id)
+        model: type[ShareMessage | SketchMessage | DeviceMessage] = (
+            ShareMessage if secure is not None else SketchMessage if self.sketch_config(round_id) else DeviceMessage)
         messages = []
         for item in sealed:
             try:
@@ -190,25 +273,29 @@ class RoundService:
                 if isinstance(exc, EnvelopeError):
                     raise
                 raise EnvelopeError(f"sealed message is malformed: {exc}") from exc
-        if refine is None:
-            return self.ingest(round_id, [m for m in messages if isinstance(m, DeviceMessage)])
+        if secure is None:
+            reports = [m for m in messages if isinstance(m, DeviceMessage | SketchMessage)]
+            if any(m.round_id != round_id for m in reports):
+                raise ReportError(f"a report for another round was sent to {round_id}")
+            return self.ingest(round_id, reports)
         shares = [m for m in messages if isinstance(m, ShareMessage)]
         if any(m.round_id != round_id for m in shares):
             raise ReportError(f"a share for another round was sent to {round_id}")
         try:
-            values = share_array(shares, refine.secure_sum)
+            values = share_array(shares, secure)
         except ShoalError:
             self.metrics["rejected_invalid"] += len(shares)
             raise
         with self._state_lock:
             self._require_open(round_id)
-            new = self.store.add_shares(round_id, [m.message_id for m in shares], values)
+            new = self.store.add_payloads(round_id, [m.message_id for m in shares], values)
         return self._count(new, len(shares))
 
     # -- decoding --
     def cluster(self, round_id: str) -> dict[str, Any]:
         refine = self.refine_config(round_id)
-        cfg = self.config(round_id) if refine is None else None
+        sketch = self.sketch_config(round_id)
+        cfg = self.config(round_id) if refine is None and sketch is None else None
         with self._decoding, self._state_lock:
             state = self.state(round_id)
             if state == "decoding":
@@ -220,20 +307,14 @@ class RoundService:
         try:
             if refine is not None:
                 result = self._decode_refine(round_id, refine)
+            elif sketch is not None:
+                result = self._decode_sketch(round_id, sketch)
             else:
                 assert cfg is not None
                 batch = self.store.load_reports(round_id, cfg.dim)
                 acc = LevelAccumulator(cfg)
                 acc.add(batch)
-                res = TreeDecoder(np.random.default_rng()).decode(acc)
-                result = {
-                    "round_id": round_id,
-                    "centers": res.centers.tolist(),
-                    "ball_centers": res.ball_centers.tolist(),
-                    "sizes": [float(s) for s in res.sizes],
-                    "privacy": res.privacy,
-                    "diagnostics": _jsonable(res.diagnostics),
-                }
+                result = _result_dict(round_id, TreeDecoder(np.random.default_rng()).decode(acc))
         except Exception as exc:
             self._set_state(round_id, "failed", error=f"{type(exc).__name__}: {exc}")
             raise
@@ -245,11 +326,11 @@ class RoundService:
         """Add every share mod q, check that none is missing, and take one Lloyd step.
         The privacy statement composes the parent round and this one."""
         params = refine.secure_sum
-        shares = self.store.load_shares(round_id, params.length + 1)
+        shares = self.store.load_payloads(round_id, params.length + 1, np.uint64)
         sums, devices = decode_total(add_shares(shares, params), shares.shape[0], params)
         centers, sizes = refined_centers(sums, refine)
-        parent = self.config(refine.parent_id)
-        eps, delta = central_guarantee(RoundsEvent((parent.round_event, refine.event)))
+        parent_event, parent_privacy = self._privacy(refine.parent_id)
+        eps, delta = central_guarantee(RoundsEvent((parent_event, refine.event)))
         privacy = {
             "model": "shuffle",
             "mechanism": "secure summation (split-and-mix) with distributed discrete Laplace noise",
@@ -258,7 +339,7 @@ class RoundService:
             "composition": "basic, over the parent round and this refine round",
             "device_epsilon": None,
             "device_epsilon_note": "no local guarantee for this round: its privacy relies on the shuffler not colluding with the server",
-            "rounds": [privacy_statement(parent),
+            "rounds": [parent_privacy,
                        {"round": round_id, "central_epsilon": params.epsilon, "delta": params.delta,
                         "min_devices": params.min_devices, "shares_per_device": params.shares}],
         }
@@ -272,11 +353,32 @@ class RoundService:
                             "modulus_bits": params.bits, "noise_std": params.noise_std, "parent": refine.parent_id},
         }
 
+    def _decode_sketch(self, round_id: str, cfg: SketchRoundConfig) -> dict[str, Any]:
+        """Accumulate the stored sketches (local) or shares (shuffle) and run CL-OMPR."""
+        acc = SketchAccumulator(cfg)
+        if cfg.secure_sum is None:
+            acc.add_sketches(self.store.load_payloads(round_id, 2 * cfg.sketch.size + 1, np.float64))
+        else:
+            acc.add_shares(self.store.load_payloads(round_id, cfg.secure_sum.length + 1, np.uint64))
+        return _result_dict(round_id, SketchDecoder().decode(acc))
+
     def result(self, round_id: str) -> dict[str, Any]:
         row = self.store.get_round(round_id)
         if row.state != "done" or row.result is None:
             raise RoundStateError(f"round {round_id} has no result yet (state {row.state})")
         return row.result
+
+
+def _result_dict(round_id: str, res: ClusteringResult) -> dict[str, Any]:
+    """What GET /rounds/{id}/result returns for a decoded tree or sketch round."""
+    return {
+        "round_id": round_id,
+        "centers": res.centers.tolist(),
+        "ball_centers": res.ball_centers.tolist(),
+        "sizes": [float(v) for v in res.sizes],
+        "privacy": res.privacy,
+        "diagnostics": _jsonable(res.diagnostics),
+    }
 
 
 def _jsonable(obj: Any) -> Any:

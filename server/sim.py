@@ -27,11 +27,13 @@ import httpx
 import numpy as np
 
 from shoal.client.encoder import encode_arrays
+from shoal.client.sketch_encoder import sketch_messages, sketch_shares
 from shoal.common.config import config_from_dict
 from shoal.common.envelope import seal
 from shoal.common.messages import sealed_share_parts
 from shoal.common.refine import contributions, refine_from_dict
 from shoal.common.secure_sum import encode_devices
+from shoal.common.sketch_round import is_sketch, sketch_round_from_dict
 from shoal.server.datasets import Dataset, city_locations, load_letter, load_uber, paper_mixture
 from shoal.server.kmeans import kmeans_cost
 from shoal.server.settings import is_loopback
@@ -204,9 +206,42 @@ def _refine(args: argparse.Namespace, ds: Dataset, rid: str, server_url: str, sh
     }
 
 
+def _device_bodies(args: argparse.Namespace, ds: Dataset, rnd: dict[str, Any], server_url: str,
+                   shuffler_url: str | None) -> tuple[list[bytes], list[str], list[dict[str, str]]]:
+    """Every simulated device's request (body, URL, headers); each device
+    encodes its own data (vectorised here for speed)."""
+    rid, key = rnd["id"], base64.b64decode(rnd["server_public_key"])
+    n = ds.points.shape[0]
+
+    def via_shuffler(bodies: list[bytes]) -> tuple[list[bytes], list[str], list[dict[str, str]]]:
+        heads = [{"content-type": "application/json", "X-Device-Token": secrets.token_hex(16)} for _ in bodies]
+        return bodies, [f"{shuffler_url}/rounds/{rid}/messages"] * len(bodies), heads
+
+    messages: list[Any]
+    if is_sketch(rnd["config"]):
+        sk = sketch_round_from_dict(rnd["config"])
+        if sk.secure_sum is not None:  # one record per device, its shares sealed one by one
+            parts = sealed_share_parts(sketch_shares(ds.points, sk), key, rid)
+            return via_shuffler([json.dumps({"parts": p}).encode() for p in parts])
+        per = max(1, args.records_per_device)
+        n0 = np.full(-(-n // per), per)
+        n0[-1] = n - per * (n0.size - 1)
+        messages = sketch_messages(ds.points, n0, sk)
+    else:
+        messages = encode_arrays(ds.points, config_from_dict(rnd["config"])).to_messages()
+    if args.via_shuffler and shuffler_url:
+        return via_shuffler([json.dumps({"sealed": base64.b64encode(seal(m.model_dump_json().encode(), key, rid)).decode()}).encode()
+                             for m in messages])
+    bodies = [m.model_dump_json().encode() for m in messages]
+    return bodies, [f"{server_url}/rounds/{rid}/reports"] * len(bodies), [{"content-type": "application/json"}] * len(bodies)
+
+
 def run_sim(args: argparse.Namespace) -> int:
     if (args.model == "shuffle" or args.refine) and not args.via_shuffler:
         print("shoal sim: --model shuffle and --refine need --via-shuffler", file=sys.stderr)
+        return 2
+    if args.records_per_device > 1 and (args.encoder != "sketch" or args.model != "local"):
+        print("shoal sim: --records-per-device is for local-model sketch rounds", file=sys.stderr)
         return 2
     ds = _dataset(args)
     n, d = ds.points.shape
@@ -229,25 +264,15 @@ def run_sim(args: argparse.Namespace) -> int:
         body: dict[str, Any] = {"k": k, "dim": d, "epsilon": args.eps, "n_expected": n, "encoder": args.encoder,
                                 **({"model": "shuffle", "delta": args.delta, "min_batch": args.min_batch}
                                    if args.model == "shuffle" else {}),
+                                **({"tuning": {"max_devices": max(n, 100 * args.min_batch)}}
+                                   if args.model == "shuffle" and args.encoder == "sketch" else {}),
                                 "bound": {"radius": b.radius, "low": list(b.low) if b.low else None,
                                           "high": list(b.high) if b.high else None}}
         r = httpx.post(server_url + "/rounds", json=body, headers=op, timeout=30)
         r.raise_for_status()
         rnd = r.json()
         rid = rnd["id"]
-        cfg = config_from_dict(rnd["config"])
-        # Every simulated device encodes its own point (vectorised here for speed).
-        messages = encode_arrays(ds.points, cfg).to_messages()
-        if args.via_shuffler and shuffler_url:
-            key = base64.b64decode(rnd["server_public_key"])
-            bodies = [json.dumps({"sealed": base64.b64encode(seal(m.model_dump_json().encode(), key, rid)).decode()}).encode()
-                      for m in messages]
-            urls = [f"{shuffler_url}/rounds/{rid}/messages"] * n
-            heads = [{"content-type": "application/json", "X-Device-Token": secrets.token_hex(16)} for _ in range(n)]
-        else:
-            bodies = [m.model_dump_json().encode() for m in messages]
-            urls = [f"{server_url}/rounds/{rid}/reports"] * n
-            heads = [{"content-type": "application/json"}] * n
+        bodies, urls, heads = _device_bodies(args, ds, rnd, server_url, shuffler_url)
         t = time.perf_counter()
         failures = send_devices(bodies, urls, heads, args.concurrency, args.workers, not args.json)
         send_s = time.perf_counter() - t
@@ -256,11 +281,13 @@ def run_sim(args: argparse.Namespace) -> int:
             # Let the forwarder drain, then flush: the remainder is released only
             # if it is itself >= min_batch (smaller tails stay in the buffer).
             time.sleep(1.0)
-            httpx.post(f"{shuffler_url}/rounds/{rid}/flush", headers={"Authorization": f"Bearer {shuffler_token}"}, timeout=60)
+            httpx.post(f"{shuffler_url}/rounds/{rid}/flush", headers={"Authorization": f"Bearer {shuffler_token}"}, timeout=600)
         received = httpx.get(server_url + f"/rounds/{rid}", timeout=10).json()["reports"]
         t = time.perf_counter()
         r = httpx.post(server_url + f"/rounds/{rid}/cluster", headers=op, timeout=600)
-        r.raise_for_status()
+        if r.status_code >= 400:
+            print(f"shoal sim: clustering round {rid} failed ({r.status_code}): {r.text}", file=sys.stderr)
+            return 1
         decode_s = time.perf_counter() - t
         res = r.json()
         ball = ds.bound.to_ball(ds.points)
@@ -268,7 +295,7 @@ def run_sim(args: argparse.Namespace) -> int:
         out = {
             "users": n, "received": received, "failed": failures, "via_shuffler": bool(args.via_shuffler),
             "dataset": ds.name, "d": d, "k": k, "eps": args.eps, "encoder": args.encoder, "model": args.model,
-            "privacy": res["privacy"],
+            "devices": len(bodies), "privacy": res["privacy"], "diagnostics": res["diagnostics"],
             "normalized_objective": kmeans_cost(ball, centers_ball) / n,
             "nonprivate_objective": nonprivate_objective(ball, k),
             "trivial_objective": kmeans_cost(ball, ball.mean(0, keepdims=True)) / n,
@@ -280,12 +307,19 @@ def run_sim(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(out))
         else:
-            print(f"shoal sim: {n} devices, dataset {ds.name}, d={d} k={k} eps={args.eps} {args.encoder}, "
+            print(f"shoal sim: {len(bodies)} devices ({n} points), dataset {ds.name}, d={d} k={k} eps={args.eps} {args.encoder}, "
                   f"{'via shuffler (min batch ' + str(args.min_batch) + ')' if args.via_shuffler else 'direct'}")
             print(f"  received {received} reports, {failures} devices failed; {out['reports_per_second']:.0f} reports/s; decode {decode_s:.1f} s")
             pr = res["privacy"]
-            print(f"  privacy: model {pr['model']}, device eps {pr['device_epsilon']:.3f}, "
+            device_eps = "none (secure sum)" if pr["device_epsilon"] is None else f"{pr['device_epsilon']:.3f}"
+            print(f"  privacy: model {pr['model']}, device eps {device_eps}, "
                   f"central ({pr['central_epsilon']:.3f}, {pr['delta']:g})")
+            if args.encoder == "sketch":
+                dg = res["diagnostics"]
+                snr = dg["snr_estimated"]
+                print(f"  sketch: m={dg['m']} r={dg['r']}, SNR {snr if snr is None else format(snr, '.3g')} "
+                      f"(x m/(kd): {dg['snr_times_m_over_kd'] if snr is None else format(dg['snr_times_m_over_kd'], '.3g')}; "
+                      f"success expected >= 100, seed 002 Sec. 5), sketch residual {dg['sketch_residual']:.3f}")
             print(f"  objective {out['normalized_objective']:.5f}  non-private {out['nonprivate_objective']:.5f}  one center {out['trivial_objective']:.5f}")
             print("  centers:")
             print(format_centers(res["centers"], precision=3))

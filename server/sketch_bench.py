@@ -12,7 +12,10 @@ to d' = 10 by a public Gaussian map), with m = 10 k d and r = m:
     noise, ``sketch.secure_sum_params``) at each eps, delta = 1e-6;
 (d) pycle on its own terms: frequencies from ``estimate_Sigma`` on the data
     (not private) and its central DP sketch ``computeSketch_DP`` at each eps.
-Relative SSE is to Lloyd (k-means++, 3 restarts) on the true data; SNR is
+Every DP sketch is decoded with its noise variance estimated from the
+sketch itself (``signal_power``), as the server does. shoal's decoder runs
+once per sketch here (restarts = 1), like pycle's ``fit_once``; both under
+one BLAS thread (``clompr.py``, "BLAS threads"). Relative SSE is to Lloyd (k-means++, 3 restarts) on the true data; SNR is
 the estimate from the sketch (``estimated_snr``) next to the prediction of
 Eq. (6) with the true ||z||^2.
 
@@ -36,6 +39,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+from threadpoolctl import threadpool_limits
 
 from shoal.common.bounds import PublicBound
 from shoal.common.secure_sum import SecureSumParams, decode_total, fixed_point
@@ -51,6 +55,7 @@ from shoal.common.sketch import (
     scramble,
     secure_sum_params,
     shuffle_noise_variance,
+    signal_power,
     sketch_from_sum,
 )
 from shoal.server.bench import machine
@@ -118,8 +123,9 @@ def _pycle_decode(z: NDArray[np.complex128], omega: NDArray[np.float64], k: int)
     phi = sk.SimpleFeatureMap("ComplexExponential", omega, c_norm=1 / math.sqrt(m))
     bounds = np.array([-np.ones(d), np.ones(d)])
     t = time.perf_counter()
-    solver = cl.CLOMP_CKM(phi, k, bounds, z)
-    solver.fit_once()
+    with threadpool_limits(limits=1, user_api="blas"):  # the same BLAS threads as shoal's decoder
+        solver = cl.CLOMP_CKM(phi, k, bounds, z)
+        solver.fit_once()
     return np.asarray(solver.get_centroids()), time.perf_counter() - t
 
 
@@ -137,8 +143,9 @@ def _pycle_own(xb: NDArray[np.float64], k: int, m: int, eps: float | None, seed:
     z = sk.computeSketch(xb, phi) if eps is None else sk.computeSketch_DP(xb, phi, eps)
     bounds = np.array([xb.min(axis=0), xb.max(axis=0)])
     t = time.perf_counter()
-    solver = cl.CLOMP_CKM(phi, k, bounds, z)
-    solver.fit_once()
+    with threadpool_limits(limits=1, user_api="blas"):
+        solver = cl.CLOMP_CKM(phi, k, bounds, z)
+        solver.fit_once()
     return np.asarray(solver.get_centroids()), time.perf_counter() - t
 
 
@@ -178,14 +185,16 @@ def run_dataset(ds: Dataset, epss: list[float], seed: int = 0, restarts: int = 2
         p = SketchParams(d, m, m, eps, seed, lo, hi)
         for devices in (1, 100, n):
             s, n0 = _local_sketch(xb, devices, p, omega, rng)
-            res = clompr(s, omega, k, restarts=restarts, seed=seed)
+            est = signal_power(s, lambda v, n0=n0, p=p: noise_variance(p, n0, v))  # as the server does
+            res = clompr(s, omega, k, restarts=restarts, seed=seed, noise_variance=noise_variance(p, n0, est))
             row(f"local L={devices} n0={n // devices}", eps, res.centroids, res.seconds,
                 snr_estimated=estimated_snr(s, p, n0), snr_predicted=z2 / noise_variance(p, n0, z2))
         sp = secure_sum_params(p, eps, DELTA, min_devices=n, max_devices=n)
         total, devices = _shuffle_total(xb, omega, sp, rng)
         s = sketch_from_sum(total, devices)
         var = shuffle_noise_variance(sp, devices, z2)
-        res = clompr(s, omega, k, restarts=restarts, seed=seed)
+        est = signal_power(s, lambda v, sp=sp, devices=devices: shuffle_noise_variance(sp, devices, v))
+        res = clompr(s, omega, k, restarts=restarts, seed=seed, noise_variance=shuffle_noise_variance(sp, devices, est))
         row("shuffle (secure sum)", eps, res.centroids, res.seconds, snr_estimated=max(float(np.sum(np.abs(s) ** 2)) - var, 0) / var,
             snr_predicted=z2 / var, shares=sp.shares, modulus_bits=sp.bits)
         own = _pycle_own(xb, k, m, eps, seed)
@@ -220,7 +229,7 @@ def _plot(rows: list[dict[str, Any]], out: Path) -> None:
 def run_sketch_bench(args: argparse.Namespace) -> int:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    epss = [float(e) for e in args.eps.split(",")] if args.eps != "1,2,4,8" else [0.1, 1.0]
+    epss = [float(e) for e in args.eps.split(",")] if args.eps != "1,2,4,8" else [0.01, 0.1, 1.0]
     if args.smoke:  # CI: the whole path on a small mixture, seconds not minutes
         datasets = [schellekens_mixture(3000, k=3, d=3)]
     else:

@@ -149,12 +149,15 @@ class Store(abc.ABC):
         """Several requests' reports in one transaction (group commit); new rows per group."""
         return self._add_row_groups([(rid, _rows(rid, ids, batch)) for rid, ids, batch in groups])
 
-    def add_shares(self, round_id: str, message_ids: list[str], shares: NDArray[np.uint64]) -> int:
-        """Secure-sum shares of a refine round, one row each (the payload in the
-        ``vec`` column, levels -1), in one transaction; returns how many were new."""
-        le = np.ascontiguousarray(shares, dtype="<u8")
-        rows = [(round_id, mid, -1, 0, 0, -1, 0, le[i].tobytes()) for i, mid in enumerate(message_ids)]
-        return self._add_row_groups([(round_id, rows)])[0]
+    def add_payloads(self, round_id: str, message_ids: list[str], rows: NDArray[np.uint64] | NDArray[np.float64]) -> int:
+        """Fixed-width reports that are one array row each (secure-sum shares
+        of refine and shuffle-model sketch rounds, uint64; local sketches,
+        float64), stored little-endian in the ``vec`` column with levels -1,
+        in one transaction; returns how many were new."""
+        dtype = "<u8" if rows.dtype == np.uint64 else "<f8"
+        le = np.ascontiguousarray(rows, dtype=dtype)
+        new = [(round_id, mid, -1, 0, 0, -1, 0, le[i].tobytes()) for i, mid in enumerate(message_ids)]
+        return self._add_row_groups([(round_id, new)])[0]
 
     def _add_row_groups(self, groups: list[tuple[str, list[tuple[Any, ...]]]]) -> list[int]:
         """Rows (``_COLUMNS`` order) of several groups in one transaction,
@@ -195,13 +198,15 @@ class Store(abc.ABC):
 
         return self._in_transaction(work)
 
-    def load_shares(self, round_id: str, width: int) -> NDArray[np.uint64]:
-        """Every stored share of a round, (m, width) uint64 (order is irrelevant: they are added)."""
+    def load_payloads(self, round_id: str, width: int, dtype: type[np.uint64] | type[np.float64]) -> NDArray[Any]:
+        """Every row stored by ``add_payloads`` for a round, (n, width) of ``dtype``
+        (in no particular order: shares are added, sketches averaged)."""
         rows = self._execute(self._sql("SELECT vec FROM reports WHERE round_id = ?"), (round_id,))
         raw = b"".join(bytes(r[0]) for r in rows)
         if len(raw) != 8 * width * len(rows):
-            raise StoreError(f"stored shares do not have width {width}")
-        return np.frombuffer(raw, dtype="<u8").reshape(len(rows), width).astype(np.uint64)
+            raise StoreError(f"stored rows do not have width {width}")
+        le = "<u8" if dtype is np.uint64 else "<f8"
+        return np.frombuffer(raw, dtype=le).reshape(len(rows), width).astype(dtype)
 
     def load_reports(self, round_id: str, dim: int) -> ReportBatch:
         rows = self._execute(

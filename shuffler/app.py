@@ -104,16 +104,16 @@ class Forwarder:
 
     def rule(self, round_id: str) -> RoundRule:
         """Read once from the round's public config. A shuffle round's central
-        guarantee assumes batches of its ``min_batch``; a secure-sum (refine)
-        round's shares must all be mixed together, so it is released only by
-        an explicit flush, as one permutation of every share, and only if it
-        holds the shares of at least ``min_devices`` devices."""
+        guarantee assumes batches of its ``min_batch``; a secure-sum round's
+        (refine, shuffle-model sketch) shares must all be mixed together, so it
+        is released only by an explicit flush, as one permutation of every
+        share, and only if it holds the shares of at least ``min_devices`` devices."""
         if round_id not in self._rules:
             r = self.http.get(f"{self.s.server_url}/rounds/{round_id}/config")
             if r.status_code != 200:
                 raise RuntimeError(f"cannot read round {round_id}'s config: {r.status_code}")
             cfg = r.json()["config"]
-            if cfg.get("kind") == "refine":
+            if cfg.get("secure_sum"):
                 ss = cfg["secure_sum"]
                 rule = RoundRule(int(ss["min_devices"]) * int(ss["shares"]), False, int(ss["shares"]))
             else:

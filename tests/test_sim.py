@@ -47,3 +47,22 @@ def test_sim_refine_round_through_the_shuffler(capsys):
     # A Lloyd step from the parent's centers never raises the objective; the
     # parent itself varies a lot at 800 devices (0.06..0.22 seen), so compare to it.
     assert rf["normalized_objective"] < min(out["normalized_objective"], out["trivial_objective"])
+
+
+def test_sim_sketch_rounds_in_the_local_and_shuffle_models(capsys):
+    """The compressive path through the services: devices of 300 records send
+    scrambled sketches directly; one-record devices send secure-sum shares via
+    the shuffler (central noise), far better than their local sketches would be."""
+    base = ["sim", "--users", "3000", "--dataset", "city", "--encoder", "sketch", "--k", "4", "--eps", "1", "--json"]
+    assert main([*base, "--records-per-device", "300"]) == 0
+    local = json.loads(capsys.readouterr().out)
+    assert local["devices"] == 10 and local["received"] == 10 and local["failed"] == 0
+    assert local["privacy"]["model"] == "local" and local["privacy"]["device_epsilon"] == 1.0
+    assert local["diagnostics"]["records"] == 3000 and local["diagnostics"]["snr_estimated"] is not None
+    assert local["normalized_objective"] < local["trivial_objective"]
+    assert main([*base, "--model", "shuffle", "--via-shuffler", "--min-batch", "1000"]) == 0
+    shuffled = json.loads(capsys.readouterr().out)
+    pr = shuffled["privacy"]
+    assert pr["model"] == "shuffle" and pr["device_epsilon"] is None and pr["central_epsilon"] == 1.0
+    assert shuffled["failed"] == 0 and shuffled["diagnostics"]["devices"] == 3000
+    assert shuffled["normalized_objective"] < 0.5 * shuffled["trivial_objective"]

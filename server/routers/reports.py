@@ -4,22 +4,23 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException
 
-from shoal.common.messages import DeviceMessage
+from shoal.common.messages import DeviceMessage, SketchMessage
 from shoal.server.api_models import AcceptedOut, BatchIn, SealedBatchIn
 from shoal.server.deps import Service, Shuffler
 
 router = APIRouter(prefix="/rounds/{round_id}", tags=["reports"])
 
 
-def _check_round(round_id: str, messages: list[DeviceMessage]) -> None:
+def _check_round(round_id: str, messages: list[DeviceMessage | SketchMessage]) -> None:
     for m in messages:
         if m.round_id != round_id:
             raise HTTPException(status_code=422, detail=f"message for round {m.round_id!r} posted to round {round_id!r}")
 
 
 @router.post("/reports", status_code=202, response_model=AcceptedOut)
-async def post_report(round_id: str, body: DeviceMessage, service: Service) -> AcceptedOut:
-    """One report: validated on the event loop, then awaits its (group) commit."""
+async def post_report(round_id: str, body: DeviceMessage | SketchMessage, service: Service) -> AcceptedOut:
+    """One report (tree: hist/vec; sketch round: sketch and n0): validated on
+    the event loop, then awaits its (group) commit."""
     _check_round(round_id, [body])
     new, dup = await service.ingest_async(round_id, [body])
     return AcceptedOut(accepted=new, duplicates=dup)

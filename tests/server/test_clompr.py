@@ -13,7 +13,7 @@ from shoal.common.sketch import (
     mean_sketch,
     scramble,
 )
-from shoal.server.clompr import clompr
+from shoal.server.clompr import clompr, frequency_gains
 from shoal.server.kmeans import kmeans_cost, weighted_kmeans
 
 
@@ -80,3 +80,30 @@ def test_zero_sketch_is_refused():
     p, om = _setup()
     with pytest.raises(DecodeError, match="zero"):
         clompr(np.zeros(om.shape[1], dtype=complex), om, 2)
+
+
+def test_gains_are_one_without_noise():
+    p, omega = _setup()
+    z = exact_sketch(_mixture(2000), omega)
+    assert np.array_equal(frequency_gains(z, omega, 0.0), np.ones(p.size))
+
+
+def test_gains_vanish_where_the_sketch_is_pure_noise():
+    """White noise of known variance on a sketch whose high frequencies carry
+    no signal: the gains of the highest-|omega| bin are near zero, the lowest near one."""
+    p, omega = _setup()
+    rng = np.random.default_rng(5)
+    z = exact_sketch(_mixture(20000), omega)
+    noise_var = 0.05
+    e = rng.normal(0, np.sqrt(noise_var / p.size / 2), (2, p.size))
+    g = frequency_gains(z + e[0] + 1j * e[1], omega, noise_var)
+    order = np.argsort((omega**2).sum(axis=0))
+    assert g[order[: p.size // 20]].mean() > 0.8
+    assert g[order[-p.size // 20 :]].mean() < 0.3
+    assert np.all((g >= 0) & (g <= 1))
+
+
+def test_negative_noise_variance_is_refused():
+    p, omega = _setup()
+    with pytest.raises(ConfigError, match="noise_variance"):
+        clompr(exact_sketch(_mixture(500), omega), omega, 4, noise_variance=-1.0)

@@ -75,3 +75,20 @@ def test_sqlite_is_in_wal_mode(tmp_path):
 def test_open_store_rejects_unknown_schemes():
     with pytest.raises(StoreError, match="unsupported"):
         open_store("mysql://x")
+
+
+def test_payload_rows_round_trip_exactly_and_once(store):
+    """Local sketches (float64) and secure-sum shares (uint64) as fixed-width rows."""
+    store.create_round("s", {"kind": "sketch"})
+    rows = np.random.default_rng(0).normal(size=(5, 7))
+    ids = [new_message_id() for _ in range(5)]
+    assert store.add_payloads("s", ids, rows) == 5
+    assert store.add_payloads("s", ids[:2], rows[:2]) == 0
+    back = store.load_payloads("s", 7, np.float64)
+    assert back.shape == (5, 7) and sorted(map(tuple, back)) == sorted(map(tuple, rows))
+    store.create_round("q", {"kind": "refine"})
+    shares = np.array([[2**63 + 5, 1, 0]], dtype=np.uint64)
+    assert store.add_payloads("q", [new_message_id()], shares) == 1
+    assert np.array_equal(store.load_payloads("q", 3, np.uint64), shares)
+    with pytest.raises(StoreError, match="width"):
+        store.load_payloads("s", 6, np.float64)
