@@ -29,15 +29,27 @@ mixture models", 2017); the centroids are the mixture's means.
 
 What shoal changes from pycle (the issue's account of its failures):
 - Step 1 starts where the data is, read off the sketch itself: many
-  candidates (``CANDIDATES``) drawn in the unit ball are scored by
-  Re <a(c, s), r> (a kernel-smoothed density of the residual), and gradient
-  ascent runs from the best ``ASCENTS`` of them at once (one vectorised
-  L-BFGS-B). pycle draws one start uniformly in the box, where with a loose
-  public box the gradient vanishes.
+  candidates (``CANDIDATES``: half uniform in the unit ball, half drawn from
+  the mixture fitted so far) are scored by Re <a(c, s), r> (a
+  kernel-smoothed density of the residual), and gradient ascent runs from
+  the best ``ASCENTS`` of them at once (one vectorised L-BFGS-B). The ascent
+  is graduated: it climbs the residual smoothed by the spreads of
+  ``SMOOTHING`` (coarse to fine) before the atom's own, so the ripples of
+  the fine frequencies do not stop it far from a cluster. pycle draws one
+  start uniformly in the box, where with a loose public box the gradient
+  vanishes. Measured (exact sketches, n = 1e5): the paper generator
+  projected to d' = 10 (8 clusters of spread ~0.002 in the ball) went from
+  relative SSE 4630-5860 to 1.004-1.017 with both changes; Schellekens et
+  al.'s mixture stayed at 1.000.
 - Restarts without extra privacy cost: the whole decoder runs ``restarts``
   times from independent candidate draws and keeps the run with the
   smallest sketch residual ||z - A w||, reported with every result, so a
-  bad run is detected and replaced instead of returned.
+  bad run is detected and replaced instead of returned. Every second
+  restart caps the spreads during the greedy iterations at 0.02
+  (``SPREAD_CAPS``; free again in a last joint descent): a wide atom that
+  swallows several tight clusters early cannot be split later, a capped
+  run cannot form it; broad clusters are fitted better by the free runs,
+  and the residual picks.
 
 Noise (``frequency_gains``): with the sketch's noise variance known from
 the round's parameters, the fit is of g * z with per-frequency gains from
@@ -47,7 +59,7 @@ sketch has decayed below the noise do not pull atoms towards it.
 Speed: cos/sin are evaluated in float32 (vectorised; the 1e-7 relative error
 is far below the sketch noise): one run at k = d = 10, m = 1000 took
 0.38 s against 0.82 s with float64 cos/sin (same session, same sketch;
-relative SSE 1.0001 both).
+relative SSE 1.0001 both; the graduated ascent added since costs ~0.1 s).
 
 BLAS threads: every product here is tiny ((k, d) @ (d, m)), and OpenBLAS
 spinning up its threads for each one dominated the decode on 2 cores
@@ -76,7 +88,9 @@ from shoal.common.errors import ConfigError, DecodeError
 CANDIDATES = 512
 ASCENTS = 8
 GAIN_BINS = 20  # radial bins of the noise-aware frequency gains (``frequency_gains``)
-INITIAL_SPREAD = 0.05  # first atom's spread (unit-ball units); later atoms start at the median fitted spread
+INITIAL_SPREAD = 0.05
+SMOOTHING = (0.1, 0.03, 0.01)  # graduated ascent of step 1: spreads climbed before the atom's own
+SPREAD_CAPS = (1.0, 0.02)  # restart i caps the greedy spreads at SPREAD_CAPS[i % 2] (see _one_run)  # first atom's spread (unit-ball units); later atoms start at the median fitted spread
 
 
 @dataclass(frozen=True)
@@ -141,23 +155,47 @@ def _scores(c: NDArray[np.float64], r: NDArray[np.complex128], f: _Frequencies) 
     return np.asarray(np.cos(ph) @ r.real.astype(np.float32) + np.sin(ph) @ r.imag.astype(np.float32))
 
 
-def _new_atom(r: NDArray[np.complex128], spread: float, f: _Frequencies, rng: np.random.Generator) -> NDArray[np.float64]:
-    """Step 1: the best local maximiser of Re <a(c, spread), r> (fixed spread,
-    so every candidate atom has the same norm) from the best-scored candidates."""
-    d, omega = f.omega.shape[0], f.omega
-    r = r * np.exp(-0.5 * spread**2 * f.w2) * f.gain
-    u = rng.standard_normal((CANDIDATES, d))
-    u *= (rng.random(CANDIDATES) ** (1 / d) / np.linalg.norm(u, axis=1))[:, None]  # uniform in the ball
-    starts = u[np.argsort(_scores(u, r, f))[-ASCENTS:]]
+def _candidates(mix: _Mixture, d: int, rng: np.random.Generator) -> NDArray[np.float64]:
+    """Step 1's candidate starts: half uniform in the ball, half drawn from the
+    mixture fitted so far (atom j with probability w_j, then N(c_j, (2 s_j)^2 I)),
+    i.e. where the sketch says the data is."""
+    n_fit = CANDIDATES // 2 if mix.weights.size and mix.weights.sum() > 0 else 0
+    u = rng.standard_normal((CANDIDATES - n_fit, d))
+    u *= (rng.random(CANDIDATES - n_fit) ** (1 / d) / np.linalg.norm(u, axis=1))[:, None]  # uniform in the ball
+    if not n_fit:
+        return u
+    j = rng.choice(mix.weights.size, size=n_fit, p=mix.weights / mix.weights.sum())
+    near = mix.centers[j] + 2 * np.maximum(mix.spreads[j], 1e-3)[:, None] * rng.standard_normal((n_fit, d))
+    return np.vstack([u, clip_to_ball(near)])
+
+
+def _ascend(starts: NDArray[np.float64], r: NDArray[np.complex128], omega: NDArray[np.float64],
+            maxiter: int) -> NDArray[np.float64]:
+    """Local maximisers of Re <exp(i Omega^T c), r> from every start at once (one L-BFGS-B)."""
+    n, d = starts.shape
 
     def neg(flat: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
-        v, g = _correlation(flat.reshape(ASCENTS, d), r, omega)
+        v, g = _correlation(flat.reshape(n, d), r, omega)
         return -float(v.sum()), -g.ravel()
 
-    res = minimize(neg, starts.ravel(), jac=True, method="L-BFGS-B", bounds=[(-1.0, 1.0)] * (ASCENTS * d),
-                   options={"maxiter": 200})
-    ends = clip_to_ball(res.x.reshape(ASCENTS, d))
-    value, _ = _correlation(ends, r, omega)
+    res = minimize(neg, starts.ravel(), jac=True, method="L-BFGS-B", bounds=[(-1.0, 1.0)] * (n * d),
+                   options={"maxiter": maxiter})
+    return clip_to_ball(res.x.reshape(n, d))
+
+
+def _new_atom(r: NDArray[np.complex128], spread: float, f: _Frequencies, mix: _Mixture,
+              rng: np.random.Generator) -> NDArray[np.float64]:
+    """Step 1: the best local maximiser of Re <a(c, spread), r> (fixed spread,
+    so every candidate atom has the same norm) from the best-scored candidates,
+    climbed first on the residual smoothed by the larger spreads of ``SMOOTHING``."""
+    d, omega = f.omega.shape[0], f.omega
+    target = r * np.exp(-0.5 * spread**2 * f.w2) * f.gain
+    u = _candidates(mix, d, rng)
+    starts = u[np.argsort(_scores(u, target, f))[-ASCENTS:]]
+    for s in [s for s in SMOOTHING if s > spread]:
+        starts = _ascend(starts, r * np.exp(-0.5 * s**2 * f.w2) * f.gain, omega, maxiter=50)
+    ends = _ascend(starts, target, omega, maxiter=200)
+    value, _ = _correlation(ends, target, omega)
     return np.asarray(ends[int(np.argmax(value))])
 
 
@@ -179,7 +217,7 @@ class _Mixture:
         return np.asarray(self.weights @ _atoms(self.centers, self.spreads, f))
 
 
-def _joint_descent(z: NDArray[np.complex128], mix: _Mixture, f: _Frequencies) -> _Mixture:
+def _joint_descent(z: NDArray[np.complex128], mix: _Mixture, f: _Frequencies, max_spread: float = 1.0) -> _Mixture:
     """Step 5: local minimum of ||z - sum_j w_j a(c_j, s_j)||^2 over all (c, s, w).
 
     The spreads enter as variances v = s^2: the gradient in s vanishes at
@@ -196,29 +234,34 @@ def _joint_descent(z: NDArray[np.complex128], mix: _Mixture, f: _Frequencies) ->
         g_w = -2 * q.real.sum(axis=1)
         return float(np.sum(np.abs(res) ** 2)), np.concatenate([g_c.ravel(), g_v, g_w])
 
-    bounds = [(-1.0, 1.0)] * (k * d) + [(0.0, 1.0)] * k + [(0.0, None)] * k
-    x0 = np.concatenate([mix.centers.ravel(), mix.spreads**2, mix.weights])
+    bounds = [(-1.0, 1.0)] * (k * d) + [(0.0, max_spread**2)] * k + [(0.0, None)] * k
+    x0 = np.concatenate([mix.centers.ravel(), np.minimum(mix.spreads, max_spread) ** 2, mix.weights])
     res = minimize(loss, x0, jac=True, method="L-BFGS-B", bounds=bounds, options={"maxiter": 300})
     x = res.x
     return _Mixture(clip_to_ball(x[: k * d].reshape(k, d)), np.sqrt(np.clip(x[k * d : k * d + k], 0.0, 1.0)),
                     np.maximum(x[k * d + k :], 0.0))
 
 
-def _one_run(z: NDArray[np.complex128], f: _Frequencies, k: int, rng: np.random.Generator) -> tuple[_Mixture, float]:
-    """Steps 1-6 on the gained sketch z = g * sketch; the residual's norm."""
+def _one_run(z: NDArray[np.complex128], f: _Frequencies, k: int, rng: np.random.Generator,
+             max_spread: float = 1.0) -> tuple[_Mixture, float]:
+    """Steps 1-6 on the gained sketch z = g * sketch, spreads capped at ``max_spread``
+    during the greedy iterations and free in a last joint descent; the residual's norm."""
     d = f.omega.shape[0]
     mix = _Mixture(np.zeros((0, d)), np.zeros(0), np.zeros(0))
     r = z.copy()
     for t in range(2 * k):
-        spread = float(np.median(mix.spreads)) if t else INITIAL_SPREAD
-        centers = np.vstack([mix.centers, _new_atom(r, spread, f, rng)])
+        spread = min(float(np.median(mix.spreads)) if t else INITIAL_SPREAD, max_spread)
+        centers = np.vstack([mix.centers, _new_atom(r, spread, f, mix, rng)])
         spreads = np.append(mix.spreads, spread)
         if t >= k:  # step 3: keep the k atoms with the largest weights
             a = _atoms(centers, spreads, f)
             keep = np.sort(np.argsort(_nnls_weights(z, a / np.linalg.norm(a, axis=1, keepdims=True)))[-k:])
             centers, spreads = centers[keep], spreads[keep]
         weights = _nnls_weights(z, _atoms(centers, spreads, f))
-        mix = _joint_descent(z, _Mixture(centers, spreads, weights), f)
+        mix = _joint_descent(z, _Mixture(centers, spreads, weights), f, max_spread)
+        r = z - mix.sketch(f)
+    if max_spread < 1.0:
+        mix = _joint_descent(z, mix, f)
         r = z - mix.sketch(f)
     return mix, float(np.linalg.norm(r))
 
@@ -276,7 +319,7 @@ def clompr(
     rng = np.random.default_rng(seed)
     f = _Frequencies.of(omega, gains)
     with threadpool_limits(limits=1, user_api="blas"):  # "BLAS threads" in the module docstring
-        runs = [_one_run(z, f, k, rng) for _ in range(restarts)]
+        runs = [_one_run(z, f, k, rng, SPREAD_CAPS[i % len(SPREAD_CAPS)]) for i in range(restarts)]
     best, residual = min(runs, key=lambda run: run[1])
     return ClomprResult(
         centroids=best.centers,

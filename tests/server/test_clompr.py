@@ -107,3 +107,17 @@ def test_negative_noise_variance_is_refused():
     p, omega = _setup()
     with pytest.raises(ConfigError, match="noise_variance"):
         clompr(exact_sketch(_mixture(500), omega), omega, 4, noise_variance=-1.0)
+
+
+def test_tight_clusters_in_a_small_part_of_the_ball_are_found():
+    """A loose public bound: three clusters of spread ~6e-4 within radius 1/8
+    of the unit ball (pycle's failure mode: starts far from the data). The
+    graduated ascent from candidates drawn where the sketch puts the data
+    finds them."""
+    rng = np.random.default_rng(3)
+    mu = np.array([[0.08, 0.0, 0.0, 0.0], [-0.04, 0.07, 0.0, 0.0], [0.0, -0.07, 0.05, 0.0]])
+    x = mu[rng.integers(0, 3, 20000)] + 6e-4 * rng.standard_normal((20000, 4))
+    p, omega = _setup(k=3, d=4)
+    res = clompr(exact_sketch(x, omega), omega, 3, restarts=2, seed=0)
+    lloyd = kmeans_cost(x, weighted_kmeans(x, np.ones(len(x)), 3, np.random.default_rng(0), restarts=2))
+    assert kmeans_cost(x, res.centroids) / lloyd < 1.2
