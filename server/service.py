@@ -83,6 +83,14 @@ class RoundService:
         self._state_lock = threading.Lock()
         self._states: dict[str, str] = {}
         self.committer: GroupCommit[Pending, int] = GroupCommit(self._commit, name="report-commit")
+        # Single POSTs commit on the event loop's own thread: the first report
+        # of a group schedules one commit (call_soon) for every report parsed
+        # until it runs. No thread hand-off, so no wait for the GIL between the
+        # statements of a commit (measured with the commit thread: its SQL took
+        # 5.5 ms at the median and 45 ms at p99 under load, the fsync 1 ms).
+        # Open loop at 1000/s, 50 connections: p99 5.0 ms against 7.4 ms with
+        # the thread; saturation 3016/s against 2737/s. Batches keep the thread.
+        self._loop_group: list[tuple[Pending, asyncio.Future[int]]] = []
 
     # -- rounds --
     def create(self, inp: CreateRoundIn) -> RoundRow:
@@ -237,8 +245,28 @@ class RoundService:
         """As ``ingest``, awaiting the commit instead of holding a worker thread."""
         if self.sketch_config(round_id) is not None:
             return await asyncio.to_thread(self.ingest, round_id, messages)
-        new = await asyncio.wrap_future(self.committer.submit(self._pending(round_id, messages)))
-        return self._count(new, len(messages))
+        pending = self._pending(round_id, messages)
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._loop_group.append((pending, fut))
+        if len(self._loop_group) == 1:
+            asyncio.get_running_loop().call_soon(self._commit_loop_group)
+        return self._count(await fut, len(messages))
+
+    def _commit_loop_group(self) -> None:
+        """Event-loop group commit (comment in ``__init__``): every single report
+        queued since the last one, in one transaction, on the loop's own thread."""
+        group, self._loop_group = self._loop_group, []
+        try:
+            results = self._commit([p for p, _ in group])
+        except BaseException as exc:  # noqa: BLE001 - every waiting request gets the failure
+            for _, fut in group:
+                fut.set_exception(exc)
+            return
+        for (_, fut), res in zip(group, results, strict=True):
+            if isinstance(res, BaseException):
+                fut.set_exception(res)
+            else:
+                fut.set_result(res)
 
     def _ingest_sketches(self, round_id: str, cfg: SketchRoundConfig, messages: list[AnyReport]) -> tuple[int, int]:
         """A local-model sketch round's reports: checked against m, stored in one transaction."""

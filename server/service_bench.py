@@ -7,6 +7,8 @@ default SQLite store, WAL, synchronous=FULL; every 2xx is committed):
    ``/reports/batch`` in batches of ``batch`` over 4 connections;
 2. single-message POSTs: ``singles`` messages to ``/reports`` over 50
    concurrent keep-alive connections, with per-request latency;
+   and, when ``wrk`` is installed, the same from wrk (``wrk_load.py``) at
+   saturation and with 50 clients that think 0-80 ms between messages;
 3. ``shoal sim --users N`` end to end (server, shuffler, devices, decode) as a
    subprocess, timed from the outside.
 
@@ -34,6 +36,7 @@ from shoal.common.config import config_from_dict
 from shoal.server.bench import machine
 from shoal.server.datasets import city_locations
 from shoal.server.sim import Services
+from shoal.server.wrk_load import run_wrk, wrk_path
 
 
 def _create_round(services: Services, n: int) -> tuple[str, Any]:
@@ -102,6 +105,18 @@ def run_services_bench(args: argparse.Namespace) -> int:
                 if res["stored"] != singles or res["statuses"] != {"202": singles}:
                     problems.append(f"{key} load: statuses {res['statuses']}, stored {res['stored']} of {singles}")
                 rows[key] = res
+            if wrk_path() is not None:
+                for key, think in (("wrk_saturation", 0), ("wrk_clients", 40)):
+                    n = 2_000 if smoke else 100_000
+                    rid, cfg = _create_round(services, n)
+                    res = run_wrk(f"{services.server_url}/rounds/{rid}/reports", _messages_json(n, cfg, seed=3), 50,
+                                  2 if smoke else 20, think, tmp)
+                    res["stored"] = _stored(services, rid)
+                    # wrk counts answered requests; those still in flight at the end are stored too.
+                    if res["non_2xx"] or res["socket_errors"] or not res["requests"] <= res["stored"] <= res["requests"] + 50:
+                        problems.append(f"{key}: {res['non_2xx']} non-2xx, {res['socket_errors']} socket errors, "
+                                        f"stored {res['stored']} for {res['requests']} answered")
+                    rows[key] = res
     finally:
         services.close()
     rows["sim"] = _sim(users, [])
@@ -127,6 +142,23 @@ def run_services_bench(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+def _wrk_lines(rows: dict[str, Any]) -> list[str]:
+    if "wrk_saturation" not in rows:
+        return ["", "(wrk not installed: no wrk rows; `apt-get install wrk`)"]
+    lines = ["", "With wrk (C load generator, 2 threads; `server/wrk_load.py`): each of the 50 connections sends its next",
+             "message when the previous answer arrives, after a think time uniform in [0, 2 t] ms.", "",
+             "| load | answered | connections | think t ms | seconds | reports/s | p50 ms | p90 ms | p99 ms | non-2xx | stored |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for key, label in (("wrk_saturation", "single-message POSTs, wrk, saturation"),
+                       ("wrk_clients", "single-message POSTs, wrk, 50 clients with think time")):
+        r = rows[key]
+        lat = r["latency_ms"]
+        lines.append(f"| {label} | {r['requests']} | {r['concurrency']} | {r['think_ms']} | {r['seconds']:.1f} | "
+                     f"{r['requests_per_second']:.0f} | {lat['p50']:.1f} | {lat['p90']:.1f} | {lat['p99']:.1f} | "
+                     f"{r['non_2xx']} | {r['stored']} |")
+    return lines
+
+
 def _table(rows: dict[str, Any]) -> str:
     b, s, o = rows["batch"], rows["single"], rows["single_rate"]
     lines = [
@@ -144,6 +176,7 @@ def _table(rows: dict[str, Any]) -> str:
         f"{s['requests_per_second']:.0f} | {s['latency_ms']['p50']:.1f} | {s['latency_ms']['p99']:.1f} | {s['statuses']} | {s['stored']} |",
         f"| single-message POSTs, open loop at {o['rate']:.0f}/s | {o['requests']} | {o['concurrency']} | {o['seconds']:.1f} | "
         f"{o['requests_per_second']:.0f} | {o['latency_ms']['p50']:.1f} | {o['latency_ms']['p99']:.1f} | {o['statuses']} | {o['stored']} |",
+        *_wrk_lines(rows),
         "",
         "| shoal sim | users | dataset | via shuffler | wall s | send s | reports/s | decode s | objective | non-private | one center |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
