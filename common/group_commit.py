@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
+R_contra = TypeVar("R_contra", contravariant=True)
 
 
 class GroupCommit(Generic[T, R]):
@@ -46,17 +47,31 @@ class GroupCommit(Generic[T, R]):
                     group.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
-            try:
-                results = self._commit([item for item, _ in group])
-                if len(results) != len(group):
-                    raise RuntimeError(f"commit returned {len(results)} results for {len(group)} items")
-            except BaseException as exc:  # noqa: BLE001 - every waiting caller gets the failure
-                for _, fut in group:
-                    fut.set_exception(exc)
-                continue
-            for (_, fut), res in zip(group, results, strict=True):
-                if isinstance(res, BaseException):
-                    fut.set_exception(res)
-                else:
-                    fut.set_result(res)
+            commit_and_settle(self._commit, [item for item, _ in group], [fut for _, fut in group])
 
+
+class Settable(Protocol[R_contra]):
+    """A concurrent.futures or asyncio future: what a committed item's caller waits on."""
+
+    def set_result(self, result: R_contra, /) -> None: ...
+
+    def set_exception(self, exception: BaseException, /) -> None: ...
+
+
+def commit_and_settle(commit: Callable[[list[T]], list[R | BaseException]], items: list[T],
+                      futures: Sequence[Settable[R]]) -> None:
+    """Commit ``items`` together and settle each future with its own result or
+    refusal; if ``commit`` raises, nothing was committed and every future fails."""
+    try:
+        results = commit(items)
+        if len(results) != len(items):
+            raise RuntimeError(f"commit returned {len(results)} results for {len(items)} items")
+    except BaseException as exc:  # noqa: BLE001 - every waiting caller gets the failure
+        for fut in futures:
+            fut.set_exception(exc)
+        return
+    for fut, res in zip(futures, results, strict=True):
+        if isinstance(res, BaseException):
+            fut.set_exception(res)
+        else:
+            fut.set_result(res)

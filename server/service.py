@@ -23,7 +23,7 @@ from shoal.common.config import RoundConfig, config_from_dict, config_to_dict, d
 from shoal.common.envelope import EnvelopeError, load_or_create_key, open_sealed, public_key_bytes
 from shoal.common.errors import ConfigError, ReportError, ShoalError
 from shoal.common.events import RoundsEvent
-from shoal.common.group_commit import GroupCommit
+from shoal.common.group_commit import GroupCommit, commit_and_settle
 from shoal.common.messages import (
     DeviceMessage,
     ReportBatch,
@@ -256,17 +256,7 @@ class RoundService:
         """Event-loop group commit (comment in ``__init__``): every single report
         queued since the last one, in one transaction, on the loop's own thread."""
         group, self._loop_group = self._loop_group, []
-        try:
-            results = self._commit([p for p, _ in group])
-        except BaseException as exc:  # noqa: BLE001 - every waiting request gets the failure
-            for _, fut in group:
-                fut.set_exception(exc)
-            return
-        for (_, fut), res in zip(group, results, strict=True):
-            if isinstance(res, BaseException):
-                fut.set_exception(res)
-            else:
-                fut.set_result(res)
+        commit_and_settle(self._commit, [p for p, _ in group], [fut for _, fut in group])
 
     def _ingest_sketches(self, round_id: str, cfg: SketchRoundConfig, messages: list[AnyReport]) -> tuple[int, int]:
         """A local-model sketch round's reports: checked against m, stored in one transaction."""
