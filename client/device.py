@@ -103,12 +103,20 @@ class Device:
         through secure summation; each share sealed on its own, all sent via the
         shuffler in one submission. The ledger charges the round's central eps
         (this round has no local guarantee: see ``SecureSumEvent``)."""
-        if not self.shuffler_url:
-            raise TransportError(f"round {round_id} is a secure-sum round: this device needs a shuffler_url")
+        self._need_shuffler(round_id)
         x = np.asarray(point, dtype=np.float64).reshape(1, -1)
         shares = encode_devices(contributions(x, cfg), cfg.secure_sum, device_rng())
+        return self._secure_sum_message(round_id, shares, key, cfg.secure_sum.epsilon)
+
+    def _need_shuffler(self, round_id: str) -> None:
+        if not self.shuffler_url:
+            raise TransportError(f"round {round_id} is a secure-sum round: this device needs a shuffler_url")
+
+    def _secure_sum_message(self, round_id: str, shares: np.ndarray, key: bytes, epsilon: float) -> str:
+        """This device's shares (1, s, L + 1), each sealed on its own, as one
+        submission for the shuffler; the ledger is charged ``epsilon`` first."""
         message = json.dumps({"parts": sealed_share_parts(shares, key, round_id)[0]})
-        self.ledger.charge(round_id, cfg.secure_sum.epsilon, message)
+        self.ledger.charge(round_id, epsilon, message)
         return message
 
     def _sketch_message(self, round_id: str, cfg: SketchRoundConfig, key: bytes,
@@ -123,13 +131,10 @@ class Device:
             message = sketch_messages(x, np.array([x.shape[0]]), cfg)[0].model_dump_json()
             self.ledger.charge(round_id, cfg.sketch.epsilon, message)
             return message
-        if not self.shuffler_url:
-            raise TransportError(f"round {round_id} is a shuffle-model sketch round: this device needs a shuffler_url")
+        self._need_shuffler(round_id)
         if x.shape[0] != 1:
             raise ConfigError(f"a shuffle-model sketch round takes one record per device, got {x.shape[0]}")
-        message = json.dumps({"parts": sealed_share_parts(sketch_shares(x, cfg), key, round_id)[0]})
-        self.ledger.charge(round_id, cfg.secure_sum.epsilon, message)
-        return message
+        return self._secure_sum_message(round_id, sketch_shares(x, cfg), key, cfg.secure_sum.epsilon)
 
     def _request(self, method: str, path: str, base: str | None = None, **kw: object) -> httpx.Response:
         delay = self.backoff

@@ -78,13 +78,10 @@ class SketchMessage(BaseModel):
 
 def sketch_rows(messages: list[SketchMessage], size: int) -> NDArray[np.float64]:
     """(n, 2m + 1) float64: each sketch's 2m reals then its n0, checked against the round's m."""
-    out = np.empty((len(messages), 2 * size + 1), dtype=np.float64)
-    for i, msg in enumerate(messages):
-        if len(msg.sketch) != 2 * size:
-            raise ReportError(f"sketch has {len(msg.sketch)} reals, the round's m = {size} needs {2 * size}")
-        out[i, :-1] = msg.sketch
-        out[i, -1] = msg.n0
-    return out
+    bad = next((len(m.sketch) for m in messages if len(m.sketch) != 2 * size), None)
+    if bad is not None:
+        raise ReportError(f"sketch has {bad} reals, the round's m = {size} needs {2 * size}")
+    return np.array([[*m.sketch, m.n0] for m in messages], dtype=np.float64).reshape(len(messages), 2 * size + 1)
 
 
 def new_message_id() -> str:

@@ -88,9 +88,9 @@ from shoal.common.errors import ConfigError, DecodeError
 CANDIDATES = 512
 ASCENTS = 8
 GAIN_BINS = 20  # radial bins of the noise-aware frequency gains (``frequency_gains``)
-INITIAL_SPREAD = 0.05
+INITIAL_SPREAD = 0.05  # first atom's spread (unit-ball units); later atoms start at the median fitted spread
 SMOOTHING = (0.1, 0.03, 0.01)  # graduated ascent of step 1: spreads climbed before the atom's own
-SPREAD_CAPS = (1.0, 0.02)  # restart i caps the greedy spreads at SPREAD_CAPS[i % 2] (see _one_run)  # first atom's spread (unit-ball units); later atoms start at the median fitted spread
+SPREAD_CAPS = (1.0, 0.02)  # restart i caps the greedy spreads at SPREAD_CAPS[i % 2] (see _one_run)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from collections import Counter
 from typing import Any, TypeAlias
 
 import numpy as np
+from numpy.typing import NDArray
 
 from shoal.common.accounting import central_guarantee
 from shoal.common.bounds import PublicBound
@@ -62,6 +63,7 @@ class RoundStateError(ShoalError):
 
 Pending = tuple[str, list[str], ReportBatch]
 AnyReport: TypeAlias = DeviceMessage | SketchMessage
+AnyConfig: TypeAlias = RoundConfig | RefineConfig | SketchRoundConfig
 
 
 class RoundService:
@@ -75,8 +77,7 @@ class RoundService:
         self.public_key = base64.b64encode(public_key_bytes(self.key.public_key())).decode()
         self.metrics: Counter[str] = Counter()
         self.decode_seconds: list[float] = []
-        self._configs: dict[str, RoundConfig] = {}
-        self._sketches: dict[str, SketchRoundConfig | None] = {}
+        self._configs: dict[str, AnyConfig] = {}
         self._decoding = threading.Lock()
         # Held while reports commit and while a round leaves "open": a report is
         # either committed before decoding starts (and decoded) or refused.
@@ -131,22 +132,27 @@ class RoundService:
         self.store.create_round(round_id, refine_to_dict(ref))
         return self.store.get_round(round_id)
 
-    def config(self, round_id: str) -> RoundConfig:
+    def _parsed(self, round_id: str) -> AnyConfig:
+        """The round's published config, parsed once per process (UnknownRound if none)."""
         if round_id not in self._configs:
             data = self.store.get_round(round_id).config
-            if is_refine(data):
-                raise RoundStateError(f"round {round_id} is a refine round: it takes only shuffled secure-sum shares")
-            if is_sketch(data):
-                raise RoundStateError(f"round {round_id} is a sketch round: it takes sketch reports, not tree reports")
-            self._configs[round_id] = config_from_dict(data)
+            self._configs[round_id] = (refine_from_dict(data) if is_refine(data) else
+                                       sketch_round_from_dict(data) if is_sketch(data) else config_from_dict(data))
         return self._configs[round_id]
 
+    def config(self, round_id: str) -> RoundConfig:
+        """A tree round's config; refine and sketch rounds are refused."""
+        cfg = self._parsed(round_id)
+        if isinstance(cfg, RefineConfig):
+            raise RoundStateError(f"round {round_id} is a refine round: it takes only shuffled secure-sum shares")
+        if isinstance(cfg, SketchRoundConfig):
+            raise RoundStateError(f"round {round_id} is a sketch round: it takes sketch reports, not tree reports")
+        return cfg
+
     def sketch_config(self, round_id: str) -> SketchRoundConfig | None:
-        """The round's sketch config, or None for tree and refine rounds (cached)."""
-        if round_id not in self._sketches:
-            data = self.store.get_round(round_id).config
-            self._sketches[round_id] = sketch_round_from_dict(data) if is_sketch(data) else None
-        return self._sketches[round_id]
+        """The round's sketch config, or None for tree and refine rounds."""
+        cfg = self._parsed(round_id)
+        return cfg if isinstance(cfg, SketchRoundConfig) else None
 
     def _secure_sum(self, round_id: str) -> SecureSumParams | None:
         """The secure-sum parameters of a round that takes shares (refine, shuffle-model sketch)."""
@@ -165,9 +171,9 @@ class RoundService:
         return cfg.round_event, privacy_statement(cfg)
 
     def refine_config(self, round_id: str) -> RefineConfig | None:
-        """The round's refine config, or None for a tree round."""
-        data = self.store.get_round(round_id).config
-        return refine_from_dict(data) if is_refine(data) else None
+        """The round's refine config, or None for tree and sketch rounds."""
+        cfg = self._parsed(round_id)
+        return cfg if isinstance(cfg, RefineConfig) else None
 
     def state(self, round_id: str) -> str:
         """The round's state (cached; UnknownRound if there is no such round)."""
@@ -197,7 +203,6 @@ class RoundService:
         with self._state_lock:
             self.store.delete_round(round_id)
             self._configs.pop(round_id, None)
-            self._sketches.pop(round_id, None)
             self._states.pop(round_id, None)
 
     # -- ingestion --
@@ -271,10 +276,13 @@ class RoundService:
         except ShoalError:
             self.metrics["rejected_invalid"] += len(messages)
             raise
+        return self._count(self._store_rows(round_id, [m.message_id for m in sketches], rows), len(messages))
+
+    def _store_rows(self, round_id: str, message_ids: list[str], rows: NDArray[Any]) -> int:
+        """Fixed-width reports (sketches, shares) committed while the round is still open; new rows."""
         with self._state_lock:
             self._require_open(round_id)
-            new = self.store.add_payloads(round_id, [m.message_id for m in sketches], rows)
-        return self._count(new, len(messages))
+            return self.store.add_payloads(round_id, message_ids, rows)
 
     def ingest_sealed(self, round_id: str, sealed: list[str]) -> tuple[int, int]:
         secure = self._secure_sum(round_id)
@@ -304,10 +312,7 @@ class RoundService:
         except ShoalError:
             self.metrics["rejected_invalid"] += len(shares)
             raise
-        with self._state_lock:
-            self._require_open(round_id)
-            new = self.store.add_payloads(round_id, [m.message_id for m in shares], values)
-        return self._count(new, len(shares))
+        return self._count(self._store_rows(round_id, [m.message_id for m in shares], values), len(shares))
 
     # -- decoding --
     def cluster(self, round_id: str) -> dict[str, Any]:

@@ -188,11 +188,9 @@ def _refine(args: argparse.Namespace, ds: Dataset, rid: str, server_url: str, sh
     key = base64.b64decode(rnd["server_public_key"])
     # Every simulated device computes its own shares (vectorised here for speed).
     shares = encode_devices(contributions(ds.points, cfg), cfg.secure_sum, np.random.default_rng())
-    bodies = [json.dumps({"parts": parts}).encode() for parts in sealed_share_parts(shares, key, ref_id)]
-    heads = [{"content-type": "application/json", "X-Device-Token": secrets.token_hex(16)} for _ in range(n)]
+    bodies, urls, heads = _to_shuffler(_parts_bodies(shares, key, ref_id), f"{shuffler_url}/rounds/{ref_id}/messages")
     t = time.perf_counter()
-    failures = send_devices(bodies, [f"{shuffler_url}/rounds/{ref_id}/messages"] * n, heads, args.concurrency,
-                            args.workers, not args.json)
+    failures = send_devices(bodies, urls, heads, args.concurrency, args.workers, not args.json)
     send_s = time.perf_counter() - t
     f = httpx.post(f"{shuffler_url}/rounds/{ref_id}/flush", headers={"Authorization": f"Bearer {shuffler_token}"}, timeout=600)
     f.raise_for_status()
@@ -206,6 +204,17 @@ def _refine(args: argparse.Namespace, ds: Dataset, rid: str, server_url: str, sh
     }
 
 
+def _to_shuffler(bodies: list[bytes], url: str) -> tuple[list[bytes], list[str], list[dict[str, str]]]:
+    """Each body to the shuffler's ``url`` with a device token of its own."""
+    heads = [{"content-type": "application/json", "X-Device-Token": secrets.token_hex(16)} for _ in bodies]
+    return bodies, [url] * len(bodies), heads
+
+
+def _parts_bodies(shares: np.ndarray, key: bytes, round_id: str) -> list[bytes]:
+    """Per device, its secure-sum shares sealed one by one, as one ``parts`` submission."""
+    return [json.dumps({"parts": p}).encode() for p in sealed_share_parts(shares, key, round_id)]
+
+
 def _device_bodies(args: argparse.Namespace, ds: Dataset, rnd: dict[str, Any], server_url: str,
                    shuffler_url: str | None) -> tuple[list[bytes], list[str], list[dict[str, str]]]:
     """Every simulated device's request (body, URL, headers); each device
@@ -214,15 +223,13 @@ def _device_bodies(args: argparse.Namespace, ds: Dataset, rnd: dict[str, Any], s
     n = ds.points.shape[0]
 
     def via_shuffler(bodies: list[bytes]) -> tuple[list[bytes], list[str], list[dict[str, str]]]:
-        heads = [{"content-type": "application/json", "X-Device-Token": secrets.token_hex(16)} for _ in bodies]
-        return bodies, [f"{shuffler_url}/rounds/{rid}/messages"] * len(bodies), heads
+        return _to_shuffler(bodies, f"{shuffler_url}/rounds/{rid}/messages")
 
     messages: list[Any]
     if is_sketch(rnd["config"]):
         sk = sketch_round_from_dict(rnd["config"])
         if sk.secure_sum is not None:  # one record per device, its shares sealed one by one
-            parts = sealed_share_parts(sketch_shares(ds.points, sk), key, rid)
-            return via_shuffler([json.dumps({"parts": p}).encode() for p in parts])
+            return via_shuffler(_parts_bodies(sketch_shares(ds.points, sk), key, rid))
         per = max(1, args.records_per_device)
         n0 = np.full(-(-n // per), per)
         n0[-1] = n - per * (n0.size - 1)
