@@ -71,10 +71,14 @@ def _bench(args: argparse.Namespace) -> int:
 def _server(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from shoal.common.signing import identity_path, load_or_create_signing_key
     from shoal.server.app import create_app
     from shoal.server.settings import load_settings
 
     settings = load_settings(host=args.host, db_url=args.db)
+    identity = load_or_create_signing_key(identity_path(settings.key_path))
+    print(f"shoal server: identity {identity.fingerprint} (pin it on devices and the shuffler: SHOAL_SERVER_KEY)",
+          flush=True)
     if settings.generated_tokens:
         print(f"shoal server: generated tokens (set SHOAL_OPERATOR_TOKEN/SHOAL_SHUFFLER_TOKEN to choose them)\n"
               f"  operator: {settings.operator_token}\n  shuffler: {settings.shuffler_token}", flush=True)
@@ -90,7 +94,11 @@ def _client_report(args: argparse.Namespace) -> int:
     except ValueError:
         print(f"shoal client report: --point must be comma-separated numbers, got {args.point!r}", file=sys.stderr)
         return 2
-    out = Device(args.server, args.ledger, cap=args.cap).participate(args.round, point)
+    import os
+
+    out = Device(args.server, args.ledger, cap=args.cap, shuffler_url=args.shuffler_url,
+                 device_token=args.device_token or os.environ.get("SHOAL_DEVICE_TOKEN"), server_key=args.server_key,
+                 allow_no_local_guarantee=args.allow_no_local_guarantee).participate(args.round, point)
     print(json.dumps(out))
     return 0
 
@@ -106,7 +114,27 @@ def _shuffler(args: argparse.Namespace) -> int:
     if not token:
         print("shoal shuffler: set SHOAL_SHUFFLER_TOKEN to the server's shuffler token", file=sys.stderr)
         return 2
-    settings = ShufflerSettings(server_url=args.server_url.rstrip("/"), token=token, db_path=args.db, min_batch=args.min_batch)
+    import secrets
+
+    from shoal.common.signing import pinned_key
+
+    enrol = os.environ.get("SHOAL_ENROL_TOKEN", "")
+    if not enrol:
+        if args.host not in ("127.0.0.1", "localhost", "::1"):
+            print("shoal shuffler: set SHOAL_ENROL_TOKEN (the operator's credential for POST /enrol)", file=sys.stderr)
+            return 2
+        enrol = secrets.token_urlsafe(24)
+        print(f"shoal shuffler: generated enrolment token (set SHOAL_ENROL_TOKEN to choose it): {enrol}", flush=True)
+    try:
+        settings = ShufflerSettings(server_url=args.server_url.rstrip("/"), token=token, db_path=args.db,
+                                    min_batch=args.min_batch, server_key=pinned_key(args.server_key),
+                                    enrol_token=enrol)
+    except ValueError as exc:
+        print(f"shoal shuffler: {exc}", file=sys.stderr)
+        return 2
+    if settings.server_key is None:
+        print("shoal shuffler: WARNING no server key pinned (--server-key / SHOAL_SERVER_KEY): configs are not "
+              "verified, so a hostile server could equivocate on min_batch", file=sys.stderr, flush=True)
     uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level)
     return 0
 
@@ -137,6 +165,13 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--point", required=True, help="comma-separated coordinates")
     rep.add_argument("--ledger", default=str(Path.home() / ".shoal" / "ledger.json"))
     rep.add_argument("--cap", type=float, default=10.0, help="this device's total epsilon cap")
+    rep.add_argument("--shuffler-url", default=None, help="the shuffler, for shuffle-model and secure-sum rounds")
+    rep.add_argument("--device-token", default=None,
+                     help="this device's token enrolled at the shuffler (or SHOAL_DEVICE_TOKEN)")
+    rep.add_argument("--server-key", default=None, help="the server identity fingerprint to pin (or SHOAL_SERVER_KEY)")
+    rep.add_argument("--allow-no-local-guarantee", action="store_true",
+                     help="consent to secure-sum rounds (refine, shuffle-model sketches): their shares carry no "
+                          "local DP guarantee, only a central one if the shuffler does not collude")
     rep.set_defaults(func=_client_report)
     sv = sub.add_parser("server", help="run the aggregation server (needs shoal[server])")
     sv.add_argument("--host", default="127.0.0.1")
@@ -151,6 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("--port", type=int, default=8001)
     sh.add_argument("--db", default="shoal-shuffler.db")
     sh.add_argument("--log-level", default="warning")
+    sh.add_argument("--server-key", default=None,
+                    help="the server identity fingerprint (sha256:...) to verify round configs against; or SHOAL_SERVER_KEY")
     sh.set_defaults(func=_shuffler)
     sm = sub.add_parser("sim", help="server, shuffler and N simulated devices on 127.0.0.1")
     sm.add_argument("--users", type=int, default=5000)

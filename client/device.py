@@ -10,22 +10,24 @@ from __future__ import annotations
 
 import base64
 import json
-import secrets
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
 
 from shoal.client.encoder import device_rng, encode
-from shoal.client.ledger import Ledger
+from shoal.client.ledger import Ledger, Spend
 from shoal.client.sketch_encoder import sketch_messages, sketch_shares
 from shoal.common.config import RoundConfig, config_from_dict
 from shoal.common.envelope import seal
-from shoal.common.errors import ConfigError, ShoalError
+from shoal.common.errors import ConfigError, PrivacyError, ShoalError
 from shoal.common.messages import sealed_share_parts
-from shoal.common.refine import RefineConfig, contributions, is_refine, refine_from_dict
-from shoal.common.secure_sum import encode_devices
+from shoal.common.refine import contributions, is_refine, refine_from_dict
+from shoal.common.secure_sum import SecureSumParams, encode_devices
+from shoal.common.signing import TrustError, config_digest, pinned_key, verify_config
 from shoal.common.sketch_round import SketchRoundConfig, is_sketch, sketch_round_from_dict
 
 
@@ -44,13 +46,23 @@ class Device:
         client: httpx.Client | None = None,
         shuffler_url: str | None = None,
         device_token: str | None = None,
+        allow_no_local_guarantee: bool = False,
+        server_key: str | None = None,
     ) -> None:
-        """``shuffler_url`` is needed for shuffle-model rounds; ``device_token``
-        identifies this device to the shuffler only (one message per round)."""
+        """``shuffler_url`` is needed for shuffle-model rounds; ``device_token``,
+        issued by the shuffler's operator (``POST /enrol``), identifies this
+        device to the shuffler only (one message per round);
+        ``allow_no_local_guarantee``: the owner's consent to secure-sum rounds
+        (refine, shuffle-model sketches), whose shares have no local guarantee;
+        ``server_key``: the server identity's fingerprint, given out of band
+        (else ``SHOAL_SERVER_KEY``): configs must carry its valid signature,
+        and shuffle-model or secure-sum rounds are refused without one."""
         self.server_url = server_url.rstrip("/")
         self.shuffler_url = shuffler_url.rstrip("/") if shuffler_url else None
-        self.device_token = device_token or secrets.token_hex(16)
+        self.device_token = device_token
         self.ledger = Ledger(ledger_path, cap)
+        self.allow_no_local_guarantee = allow_no_local_guarantee
+        self.server_key = pinned_key(server_key)
         self.retries = retries
         self.backoff = backoff
         self.http = client or httpx.Client(timeout=30)
@@ -61,35 +73,42 @@ class Device:
     def _fetch(self, round_id: str) -> tuple[RoundConfig, bytes]:
         """The round's config (re-validated here, including a shuffle round's
         amplification claim) and the server's public key."""
+        config, key, _ = self._verified(round_id)
+        return config_from_dict(config), key
+
+    def _verified(self, round_id: str) -> tuple[dict[str, Any], bytes, str]:
+        """The round's config, the X25519 key to seal to, and the config's digest;
+        checked against the pinned server key when there is one."""
         body = self._request("GET", f"/rounds/{round_id}/config").json()
-        return config_from_dict(body["config"]), base64.b64decode(body["server_public_key"])
+        if self.server_key is not None:
+            v = verify_config(body, round_id, self.server_key)
+            return v.config, v.server_public_key, v.digest
+        return (dict(body["config"]), base64.b64decode(body["server_public_key"]),
+                config_digest(body["config"], body["server_public_key"]))
+
+    def _need_pin(self, round_id: str, what: str) -> None:
+        if self.server_key is None:
+            raise TrustError(
+                f"round {round_id} is a {what} round: pin the server's key (Device(server_key=...) or "
+                "SHOAL_SERVER_KEY); without it a hostile server could give this device a key of its own and "
+                "link its message to it"
+            )
 
     def participate(self, round_id: str, point: np.ndarray | list[float]) -> dict[str, int]:
-        """Encode ``point`` for the round (once, ever) and deliver it. In a
-        local-model sketch round ``point`` may also be the device's (n0, d)
-        records: one sketch summarises them all."""
+        """Encode ``point`` for the round (once, ever, across processes sharing
+        the ledger) and deliver it. In a local-model sketch round ``point`` may
+        also be the device's (n0, d) records: one sketch summarises them all."""
         message = self.ledger.message_for(round_id)
         if message is None:
-            body = self._request("GET", f"/rounds/{round_id}/config").json()
-            key = base64.b64decode(body["server_public_key"])
-            if is_refine(body["config"]):
-                message = self._refine_message(round_id, refine_from_dict(body["config"]), key, point)
-            elif is_sketch(body["config"]):
-                message = self._sketch_message(round_id, sketch_round_from_dict(body["config"]), key, point)
-        if message is None:
-            cfg, key = self._fetch(round_id)
-            if cfg.model == "shuffle" and not self.shuffler_url:
-                raise TransportError(f"round {round_id} is a shuffle-model round: this device needs a shuffler_url")
-            message = encode(np.asarray(point, dtype=np.float64), cfg).model_dump_json()
-            if cfg.model == "shuffle":
-                # Sealed to the server, bound to the round: the shuffler cannot read it.
-                message = json.dumps({"sealed": base64.b64encode(seal(message.encode(), key, round_id)).decode()})
-            # The ledger charges the local epsilon: the guarantee that holds even
-            # if the shuffler and the server collude.
-            self.ledger.charge(round_id, cfg.device_epsilon, message)
+            config, key, digest = self._verified(round_id)
+            spend, make = self._plan(round_id, config, key, digest, np.asarray(point, dtype=np.float64))
+            message = self.ledger.record(round_id, spend, make)
         if message.startswith(('{"sealed"', '{"parts"')):
             if not self.shuffler_url:
                 raise TransportError(f"a sealed message for round {round_id} needs a shuffler_url")
+            if not self.device_token:
+                raise TransportError(f"round {round_id} goes through the shuffler: this device needs a token the "
+                                     "operator enrolled there (Device(device_token=...), POST /enrol on the shuffler)")
             r = self._request("POST", f"/rounds/{round_id}/messages", base=self.shuffler_url, content=message.encode(),
                               headers={"content-type": "application/json", "X-Device-Token": self.device_token})
         else:
@@ -98,43 +117,71 @@ class Device:
         out: dict[str, int] = r.json()
         return out
 
-    def _refine_message(self, round_id: str, cfg: RefineConfig, key: bytes, point: np.ndarray | list[float]) -> str:
-        """A refine round: contribute (point, 1) to the nearest published center
-        through secure summation; each share sealed on its own, all sent via the
-        shuffler in one submission. The ledger charges the round's central eps
-        (this round has no local guarantee: see ``SecureSumEvent``)."""
-        self._need_shuffler(round_id)
-        x = np.asarray(point, dtype=np.float64).reshape(1, -1)
-        shares = encode_devices(contributions(x, cfg), cfg.secure_sum, device_rng())
-        return self._secure_sum_message(round_id, shares, key, cfg.secure_sum.epsilon)
+    def _plan(self, round_id: str, config: dict[str, Any], key: bytes, digest: str,
+              x: np.ndarray) -> tuple[Spend, Callable[[], str]]:
+        """What answering this round costs and how its message is built (the
+        ledger calls the builder under its lock, at most once per round)."""
+        if is_refine(config):
+            refine = refine_from_dict(config)
+            spend = self._secure_sum_spend(round_id, refine.secure_sum)
+            return spend, lambda: self._secure_sum_message(
+                round_id, encode_devices(contributions(x.reshape(1, -1), refine), refine.secure_sum, device_rng()),
+                key, digest)
+        if is_sketch(config):
+            return self._sketch_plan(round_id, sketch_round_from_dict(config), key, digest, x)
+        cfg = config_from_dict(config)
+        if cfg.model == "shuffle":
+            if not self.shuffler_url:
+                raise TransportError(f"round {round_id} is a shuffle-model round: this device needs a shuffler_url")
+            self._need_pin(round_id, "shuffle-model")
 
-    def _need_shuffler(self, round_id: str) -> None:
+        def make() -> str:
+            message = encode(x, cfg).model_dump_json()
+            if cfg.model != "shuffle":
+                return message
+            # Sealed to the server, bound to the round: the shuffler cannot read it.
+            return json.dumps({"sealed": base64.b64encode(seal(message.encode(), key, round_id)).decode(),
+                               "config_digest": digest})
+
+        # The local epsilon: the guarantee that holds even if the shuffler and the server collude.
+        return Spend("local", cfg.device_epsilon, note=f"{cfg.model} tree round"), make
+
+    def _secure_sum_spend(self, round_id: str, params: SecureSumParams) -> Spend:
+        """Secure-sum rounds: no local guarantee; only with the owner's consent."""
         if not self.shuffler_url:
             raise TransportError(f"round {round_id} is a secure-sum round: this device needs a shuffler_url")
+        self._need_pin(round_id, "secure-sum")
+        if not self.allow_no_local_guarantee:
+            raise PrivacyError(
+                f"round {round_id} is a secure-sum round: this device's shares carry no local DP guarantee "
+                f"(central eps={params.epsilon:g}, delta={params.delta:g} hold only if the shuffler does not "
+                "collude with the server); take part only with the owner's consent: "
+                "Device(..., allow_no_local_guarantee=True) or 'shoal client report --allow-no-local-guarantee'"
+            )
+        return Spend("none", 0.0, central_epsilon=params.epsilon, delta=params.delta,
+                     note="secure sum: no local guarantee")
 
-    def _secure_sum_message(self, round_id: str, shares: np.ndarray, key: bytes, epsilon: float) -> str:
-        """This device's shares (1, s, L + 1), each sealed on its own, as one
-        submission for the shuffler; the ledger is charged ``epsilon`` first."""
-        message = json.dumps({"parts": sealed_share_parts(shares, key, round_id)[0]})
-        self.ledger.charge(round_id, epsilon, message)
-        return message
+    def _secure_sum_message(self, round_id: str, shares: np.ndarray, key: bytes, digest: str) -> str:
+        """This device's shares (1, s, L + 1), each sealed on its own, as one submission for the shuffler."""
+        return json.dumps({"parts": sealed_share_parts(shares, key, round_id)[0], "config_digest": digest})
 
-    def _sketch_message(self, round_id: str, cfg: SketchRoundConfig, key: bytes,
-                        points: np.ndarray | list[float]) -> str:
+    def _sketch_plan(self, round_id: str, cfg: SketchRoundConfig, key: bytes, digest: str,
+                     x: np.ndarray) -> tuple[Spend, Callable[[], str]]:
         """A sketch round: local model, one scrambled sketch of the device's
-        records (charged its local eps); shuffle model, the one record's
-        features through secure summation via the shuffler (charged the
-        round's central eps, as a refine round)."""
-        x = np.asarray(points, dtype=np.float64)
+        n0 records, charged n0 eps (eps holds per record; the device's user
+        may own all n0, and group privacy gives n0 eps); shuffle model, the
+        one record's features through secure summation via the shuffler."""
         x = x.reshape(1, -1) if x.ndim == 1 else x
         if cfg.secure_sum is None:
-            message = sketch_messages(x, np.array([x.shape[0]]), cfg)[0].model_dump_json()
-            self.ledger.charge(round_id, cfg.sketch.epsilon, message)
-            return message
-        self._need_shuffler(round_id)
+            n0 = x.shape[0]
+            spend = Spend("local", n0 * cfg.sketch.epsilon,
+                          note=f"sketch of {n0} records: eps {cfg.sketch.epsilon:g} per record, {n0} x for the user")
+            return spend, lambda: sketch_messages(x, np.array([n0]), cfg)[0].model_dump_json()
         if x.shape[0] != 1:
             raise ConfigError(f"a shuffle-model sketch round takes one record per device, got {x.shape[0]}")
-        return self._secure_sum_message(round_id, sketch_shares(x, cfg), key, cfg.secure_sum.epsilon)
+        params = cfg.secure_sum
+        spend = self._secure_sum_spend(round_id, params)
+        return spend, lambda: self._secure_sum_message(round_id, sketch_shares(x, cfg), key, digest)
 
     def _request(self, method: str, path: str, base: str | None = None, **kw: object) -> httpx.Response:
         delay = self.backoff

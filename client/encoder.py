@@ -4,15 +4,19 @@ A device maps its raw point into the unit ball with the round's public
 bound, computes its path through the round's node space, and sends
 - a histogram report: OLH (``local_hashing.py``) on its node at a level
   drawn uniformly from 1..T, with an OLH seed drawn from the public pool;
-- a vector report: PrivUnit (``privunit.py``) of its ball point multiplied
+- a vector report: codebook PrivUnit (``privunit.py``: a nonce and the
+  index of one public candidate direction) of its ball point multiplied
   by H[r, c(node)], the Hadamard sign of its node's column c at a level drawn
   from 0..T (0 with probability root_share) and a uniform row r.
 Levels, seed indices and rows are drawn independently of the point, so only
 the randomisers' outputs depend on it; the sign binding costs no privacy
 because PrivUnit is eps-DP for *every* pair of inputs in the ball.
 
-Everything is vectorised over devices: ``encode_arrays`` is the hot path
-(simulation, benchmarks); ``encode``/``encode_batch`` give wire messages.
+Everything is vectorised over devices: ``encode_arrays`` is the hot path;
+``encode``/``encode_batch`` give wire messages. ``encode_arrays(...,
+wire=False)`` (simulations and benchmarks only) draws the decoded vector
+report from its exact distribution instead of searching each device's
+codebook (``privunit.sample_decoded``); such a batch cannot be sent.
 Device randomness comes from OS entropy unless a Generator is passed
 (simulations pass seeded ones for reproducibility).
 """
@@ -28,7 +32,7 @@ from shoal.common.hashing import bucket_hash
 from shoal.common.local_hashing import randomise_buckets
 from shoal.common.messages import DeviceMessage, ReportBatch
 from shoal.common.nets import node_space
-from shoal.common.privunit import privatise
+from shoal.common.privunit import sample_decoded, select
 from shoal.common.public_random import PublicRandomness
 
 
@@ -42,9 +46,11 @@ def _column(keys: NDArray[np.uint64], log2_columns: int) -> NDArray[np.int64]:
 
 
 def encode_arrays(
-    points: NDArray[np.float64], config: RoundConfig, rng: np.random.Generator | None = None
+    points: NDArray[np.float64], config: RoundConfig, rng: np.random.Generator | None = None,
+    wire: bool = True,
 ) -> ReportBatch:
-    """Encode many devices' raw points (n, d) into a columnar ReportBatch."""
+    """Encode many devices' raw points (n, d) into a columnar ReportBatch
+    (with ``wire=False`` a simulation batch: decoded vectors, no codebook indices)."""
     rng = rng if rng is not None else device_rng()
     x = config.bound.to_ball(points)
     if x.shape[1] != config.dim:
@@ -75,6 +81,8 @@ def encode_arrays(
 
     vec_level = np.full(n, -1, dtype=np.int64)
     vec_row = np.zeros(n, dtype=np.int64)
+    vec_nonce = np.zeros(n, dtype=np.uint64)
+    vec_index = np.full(n, -1, dtype=np.int64)
     vec = np.zeros((n, 0))
     vp = config.vec_params
     if vp is not None:
@@ -88,9 +96,13 @@ def encode_arrays(
         else:
             cols = _column(space.keys(0, space.root()), config.vec_columns_log2).repeat(n)
         sign = hadamard_sign(vec_row, cols)
-        vec = privatise(x * sign[:, None], vp, rng)
+        if wire:
+            vec_nonce, vec_index = select(x * sign[:, None], vp, public.vec_key, rng)
+        else:
+            vec = sample_decoded(x * sign[:, None], vp, rng)
     return ReportBatch(
-        config.round_id, hist_level, hist_seed, hist_bucket, vec_level, vec_row, vec
+        config.round_id, hist_level, hist_seed, hist_bucket, vec_level, vec_row, vec,
+        vec_nonce, vec_index,
     )
 
 

@@ -1,20 +1,57 @@
 """The device's own privacy ledger: what it has spent, and what it sent.
 
-A JSON file on the device, written atomically (temp file, fsync, rename).
-Each round is charged once: the encoded message is recorded *before* it is
-sent, so a retry (even after a crash) resends the same message instead of
-releasing a second randomisation of the same point.
+A JSON file on the device. Every read-modify-write holds an exclusive
+``flock`` on a sidecar lock file and writes atomically (temp file, fsync,
+rename, fsync of the directory), so processes sharing one ledger can
+neither lose a charge nor answer a round twice: ``record`` re-reads the
+file under the lock, returns the stored message if the round is already
+there, and otherwise builds the message *inside* the lock and stores it
+before anything is sent. A retry (even after a crash, even from another
+process) resends that same message; a point is never randomised twice.
+
+What a round costs (``Spend``):
+- ``local``: an eps-LDP report; eps counts against the cap;
+- ``none``: a secure-sum contribution (refine rounds, shuffle-model
+  sketches): one device's shares carry no DP guarantee on their own (its
+  noise share is tiny), so nothing is charged against the local cap, the
+  round is recorded as "no local guarantee" with its central (eps, delta),
+  and a device takes part only if its owner opted in (``Device``'s policy).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from shoal.common.errors import PrivacyError
+
+Guarantee = Literal["local", "none"]
+
+
+@dataclass(frozen=True)
+class Spend:
+    """What answering one round costs this device (see the module docstring)."""
+
+    guarantee: Guarantee
+    epsilon: float
+    central_epsilon: float | None = None
+    delta: float | None = None
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if self.guarantee not in ("local", "none"):
+            raise PrivacyError(f"guarantee must be 'local' or 'none', got {self.guarantee!r}")
+        if self.guarantee == "local" and not (math.isfinite(self.epsilon) and self.epsilon >= 0):
+            raise PrivacyError(f"a local spend needs a finite eps >= 0, got {self.epsilon}")
+        if self.guarantee == "none" and self.epsilon != 0:
+            raise PrivacyError(f"a round without a local guarantee charges no local eps, got {self.epsilon}")
 
 
 class Ledger:
@@ -23,35 +60,69 @@ class Ledger:
             raise PrivacyError(f"ledger cap must be finite and > 0, got {cap}")
         self.path = Path(path)
         self.cap = cap
-        self.entries: dict[str, dict[str, Any]] = {}
-        if self.path.exists():
-            self.entries = json.loads(self.path.read_text())["rounds"]
+
+    @property
+    def entries(self) -> dict[str, dict[str, Any]]:
+        """Every recorded round (a consistent snapshot: the file is replaced atomically)."""
+        if not self.path.exists():
+            return {}
+        rounds: dict[str, dict[str, Any]] = json.loads(self.path.read_text())["rounds"]
+        return rounds
 
     @property
     def spent(self) -> float:
-        return math.fsum(float(e["epsilon"]) for e in self.entries.values())
+        """Local eps spent so far (basic composition over the rounds with a local guarantee)."""
+        return _spent(self.entries)
 
     def message_for(self, round_id: str) -> str | None:
         entry = self.entries.get(round_id)
         return None if entry is None else str(entry["message"])
 
-    def charge(self, round_id: str, epsilon: float, message_json: str) -> None:
-        """Record a round's spend and message durably; refuse beyond the cap."""
-        if round_id in self.entries:
-            raise PrivacyError(f"round {round_id} was already charged")
-        if self.spent + epsilon > self.cap + 1e-12:
-            raise PrivacyError(
-                f"round {round_id} needs epsilon {epsilon:g} but this device has spent "
-                f"{self.spent:g} of its cap {self.cap:g}"
-            )
-        self.entries[round_id] = {"epsilon": float(epsilon), "message": message_json}
-        self._write()
+    def record(self, round_id: str, spend: Spend, make_message: Callable[[], str]) -> str:
+        """The message for ``round_id``: the stored one if any process recorded
+        it already, else ``make_message()`` recorded durably (under the lock,
+        refused beyond the cap) before it is returned for sending."""
+        with self._locked():
+            entries = self.entries
+            if round_id in entries:
+                return str(entries[round_id]["message"])
+            spent = _spent(entries)
+            if spend.guarantee == "local" and spent + spend.epsilon > self.cap + 1e-12:
+                raise PrivacyError(
+                    f"round {round_id} needs epsilon {spend.epsilon:g} but this device has spent "
+                    f"{spent:g} of its cap {self.cap:g}"
+                )
+            message = make_message()
+            entries[round_id] = {
+                "guarantee": spend.guarantee, "epsilon": spend.epsilon, "central_epsilon": spend.central_epsilon,
+                "delta": spend.delta, "note": spend.note, "message": message,
+            }
+            self._write(entries)
+            return message
 
-    def _write(self) -> None:
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(self.path.suffix + ".tmp")
+        with open(self.path.with_name(self.path.name + ".lock"), "a+") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+    def _write(self, entries: dict[str, dict[str, Any]]) -> None:
+        tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
         with open(tmp, "w") as f:
-            json.dump({"version": 1, "cap": self.cap, "rounds": self.entries}, f)
+            json.dump({"version": 2, "cap": self.cap, "rounds": entries}, f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
+        fd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _spent(entries: dict[str, dict[str, Any]]) -> float:
+    return math.fsum(float(e["epsilon"]) for e in entries.values() if e.get("guarantee", "local") == "local")

@@ -71,8 +71,10 @@ class PublicBound:
             raise ConfigError("points contain NaN or infinite values")
         if self.low is not None and self.high is not None:
             x = np.clip(x, np.asarray(self.low), np.asarray(self.high))
-        y = (x - self._mid(x.shape[1])) / self.scale
-        return clip_to_ball(y)
+            return clip_to_ball((x - self._mid(x.shape[1])) / self.scale)
+        # Clip in the original units first: x / R cannot overflow once |x| <= R
+        # (1e308 with R = 0.5 used to become inf, then NaN; issue 12, item 8).
+        return clip_to_ball(clip_to_ball(x, self.scale) / self.scale)
 
     def from_ball(self, y: NDArray[np.float64]) -> NDArray[np.float64]:
         """Map unit-ball points (centers) back to the original space."""
@@ -97,7 +99,17 @@ def bound_from_dict(b: dict[str, object]) -> PublicBound:
 
 
 def clip_to_ball(y: NDArray[np.float64], radius: float = 1.0) -> NDArray[np.float64]:
-    """Project rows onto the L2 ball of ``radius`` (rows inside are unchanged)."""
-    norms = np.linalg.norm(y, axis=1)
-    factor = np.where(norms > radius, radius / np.maximum(norms, 1e-300), 1.0)
-    return y * factor[:, None]
+    """Project rows onto the L2 ball of ``radius`` (rows inside are unchanged).
+
+    Overflow-free for every finite input: each row is first divided by its
+    largest |entry|, so a norm is never squared out of range, and a row far
+    outside lands on the boundary in its own direction (never inf or NaN,
+    so whether a device sends anything never depends on its data)."""
+    y = np.asarray(y, dtype=np.float64)
+    big = np.max(np.abs(y), axis=1) if y.shape[1] else np.zeros(y.shape[0])
+    unit = y / np.where(big > 0, big, 1.0)[:, None]
+    unit_norm = np.linalg.norm(unit, axis=1)
+    with np.errstate(over="ignore"):
+        outside = unit_norm * big > radius
+    direction = unit / np.where(unit_norm > 0, unit_norm, 1.0)[:, None]
+    return np.asarray(np.where(outside[:, None], direction * radius, y))

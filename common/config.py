@@ -83,6 +83,8 @@ class RoundConfig:
     n_expected: int
     model: Model = "local"
     delta: float = 0.0
+    vec_candidates: int = 0
+    vec_cap: int = 0
     tree: TreeParams = field(default_factory=TreeParams)
     central_epsilon: float = 0.0
     min_batch: int = 0
@@ -122,6 +124,12 @@ class RoundConfig:
             raise ConfigError("the vector report needs dim >= 2")
         if self.levels == 0 and self.eps_vec <= 0:
             raise ConfigError("levels=0 leaves only the mean: eps_vec must be > 0")
+        if self.eps_vec > 0:
+            self.vec_params  # noqa: B018 -- builds and checks the codebook's exact ratio
+        elif self.vec_candidates or self.vec_cap:
+            raise ConfigError(
+                f"vec_candidates={self.vec_candidates} and vec_cap={self.vec_cap} need eps_vec > 0"
+            )
         if not 0 < self.root_share <= 1:
             raise ConfigError(f"root_share must be in (0, 1], got {self.root_share}")
         if self.levels == 0 and self.root_share != 1:
@@ -161,7 +169,7 @@ class RoundConfig:
     def vec_params(self) -> PrivUnitParams | None:
         if self.eps_vec <= 0:
             return None
-        return PrivUnitParams.calibrate(self.dim, self.eps_vec)
+        return PrivUnitParams.calibrate(self.dim, self.eps_vec, self.vec_candidates, self.vec_cap)
 
     def _check_shuffle(self) -> None:
         """A shuffle round's claim is re-verified wherever its config is built
@@ -333,6 +341,9 @@ def derive_config(
         **shuffle,
     )
     params.update(overrides)
+    if params["eps_vec"] > 0 and not ("vec_candidates" in overrides and "vec_cap" in overrides):
+        vp = PrivUnitParams.calibrate(dim, params["eps_vec"], overrides.get("vec_candidates"))
+        params["vec_candidates"], params["vec_cap"] = vp.candidates, vp.cap
     return RoundConfig(**params)
 
 

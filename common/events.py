@@ -17,27 +17,30 @@ from shoal.common.errors import PrivacyError
 class LocalHashingEvent:
     """Optimal local hashing (Wang et al., USENIX Sec. 2017): GRR over ``buckets``.
 
-    eps-LDP: the reported bucket equals the true one with probability
-    e^eps / (e^eps + g - 1) and each other bucket with 1 / (e^eps + g - 1).
+    The true bucket is kept with probability A / 2^32 (``keep_numerator``,
+    an exact integer coin) and each other bucket has (1 - A/2^32) / (g - 1):
+    the likelihood ratio is exactly A (g - 1) / (2^32 - A) <= e^epsilon.
     """
 
     epsilon: float
     buckets: int
+    keep_numerator: int = 0
+    denominator: int = 1 << 32
 
 
 @dataclass(frozen=True)
 class PrivUnitEvent:
-    """PrivUnit_2 (Bhowmick, Duchi, Freudiger, Kapoor, Rogers 2018, Alg. 1).
-
-    The output direction is uniform on the cap {<v,u> >= gamma} with
-    probability p and uniform on its complement otherwise, so its density
-    takes two values whose ratio is e^epsilon (see ``privunit.py``).
-    """
+    """PrivUnit on a public codebook (``privunit.py``): the device sends the
+    index of one of ``candidates`` public directions, one of its ``cap``
+    nearest with probability cap_numerator / denominator; the likelihood
+    ratio is exactly A (N - K) / (K (2^32 - A)) <= e^epsilon."""
 
     epsilon: float
     dim: int
-    gamma: float
-    cap_probability: float
+    candidates: int
+    cap: int
+    cap_numerator: int
+    denominator: int = 1 << 32
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shoal.common.errors import ConfigError
+from shoal.common.exact_sampling import DYADIC_ONE, bernoulli_dyadic, grr_keep_numerator
 from shoal.common.hadamard import fwht, hadamard_sign
 
 
@@ -33,9 +34,13 @@ class HadamardResponseParams:
             raise ConfigError(f"Hadamard log2_columns must be in [1, 24], got {self.log2_columns}")
 
     @property
+    def keep_numerator(self) -> int:
+        """Keep with probability exactly A / 2^32, A (1) / (2^32 - A) <= e^eps."""
+        return grr_keep_numerator(self.epsilon, 2)
+
+    @property
     def keep_probability(self) -> float:
-        e = math.exp(self.epsilon)
-        return e / (1 + e)
+        return self.keep_numerator / DYADIC_ONE
 
 
 def randomise_signs(
@@ -43,7 +48,7 @@ def randomise_signs(
 ) -> NDArray[np.int64]:
     """+-1 answers: H[r, c] kept with probability e^eps / (1 + e^eps), else flipped."""
     truth = hadamard_sign(rows, cols)
-    keep = rng.random(rows.shape[0]) < params.keep_probability
+    keep = bernoulli_dyadic(params.keep_numerator, rows.shape[0], rng)
     return np.where(keep, truth, -truth).astype(np.int64)
 
 

@@ -19,6 +19,7 @@ from numpy.typing import NDArray
 
 from shoal.common.errors import ConfigError
 from shoal.common.events import LocalHashingEvent
+from shoal.common.exact_sampling import DYADIC_ONE, bernoulli_dyadic, grr_keep_numerator
 
 MAX_BUCKETS = 2048
 
@@ -48,14 +49,19 @@ class LocalHashingParams:
             raise ConfigError(f"OLH seed pool must be in [1, 65536], got {self.pool}")
 
     @property
+    def keep_numerator(self) -> int:
+        """A: GRR keeps the true bucket with probability exactly A / 2^32, the
+        largest such with A (g - 1) / (2^32 - A) <= e^eps."""
+        return grr_keep_numerator(self.epsilon, self.buckets)
+
+    @property
     def keep_probability(self) -> float:
-        """p: probability that GRR reports the true bucket."""
-        e = math.exp(self.epsilon)
-        return e / (e + self.buckets - 1)
+        """p = A / 2^32: the probability that GRR reports the true bucket."""
+        return self.keep_numerator / DYADIC_ONE
 
     @property
     def event(self) -> LocalHashingEvent:
-        return LocalHashingEvent(epsilon=self.epsilon, buckets=self.buckets)
+        return LocalHashingEvent(epsilon=self.epsilon, buckets=self.buckets, keep_numerator=self.keep_numerator)
 
     def per_report_variance(self) -> float:
         """Variance contributed by each report to one item's unscaled estimate."""
@@ -66,10 +72,11 @@ class LocalHashingParams:
 def randomise_buckets(
     true_buckets: NDArray[np.int64], params: LocalHashingParams, rng: np.random.Generator
 ) -> NDArray[np.int64]:
-    """GRR over g buckets for many devices at once (eps-LDP per device)."""
+    """GRR over g buckets for many devices at once (eps-LDP per device, exact
+    integer coins: keep with A / 2^32, else a uniform other bucket)."""
     g = params.buckets
     n = true_buckets.shape[0]
-    keep = rng.random(n) < params.keep_probability
+    keep = bernoulli_dyadic(params.keep_numerator, n, rng)
     other = (true_buckets + 1 + rng.integers(0, g - 1, size=n)) % g
     return np.where(keep, true_buckets, other).astype(np.int64)
 

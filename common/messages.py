@@ -20,8 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field, FiniteFloat
 from shoal.common.config import RoundConfig
 from shoal.common.envelope import seal
 from shoal.common.errors import ReportError
+from shoal.common.privunit import decode
+from shoal.common.public_random import PublicRandomness
 from shoal.common.secure_sum import SecureSumParams
-from shoal.common.sketch import MAX_SKETCH
+from shoal.common.sketch import MAX_SKETCH, SketchParams, off_grid
 from shoal.common.sketch_round import MAX_DEVICE_RECORDS
 
 
@@ -35,12 +37,15 @@ class HistReport(BaseModel):
 
 
 class VecReport(BaseModel):
-    """PrivUnit output of the point signed by its node's Hadamard column."""
+    """Codebook PrivUnit (``privunit.py``) of the point signed by its node's
+    Hadamard column: a 64-bit nonce (hex) naming the device's public
+    candidates, and the index of the candidate it picked."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     level: int = Field(ge=0, le=62)
     row: int = Field(ge=0, lt=1 << 20)
-    z: list[FiniteFloat] = Field(min_length=2, max_length=100_000)
+    nonce: str = Field(pattern=r"^[0-9a-f]{16}$")
+    index: int = Field(ge=0, lt=1 << 16)
 
 
 class DeviceMessage(BaseModel):
@@ -76,12 +81,18 @@ class SketchMessage(BaseModel):
     n0: int = Field(ge=1, le=MAX_DEVICE_RECORDS)
 
 
-def sketch_rows(messages: list[SketchMessage], size: int) -> NDArray[np.float64]:
-    """(n, 2m + 1) float64: each sketch's 2m reals then its n0, checked against the round's m."""
+def sketch_rows(messages: list[SketchMessage], params: SketchParams) -> NDArray[np.float64]:
+    """(n, 2m + 1) float64: each sketch's 2m reals then its n0, checked against
+    the round's m and the public noise grid of each device's n0."""
+    size = params.size
     bad = next((len(m.sketch) for m in messages if len(m.sketch) != 2 * size), None)
     if bad is not None:
         raise ReportError(f"sketch has {bad} reals, the round's m = {size} needs {2 * size}")
-    return np.array([[*m.sketch, m.n0] for m in messages], dtype=np.float64).reshape(len(messages), 2 * size + 1)
+    rows = np.array([[*m.sketch, m.n0] for m in messages], dtype=np.float64).reshape(len(messages), 2 * size + 1)
+    stray = off_grid(rows[:, :-1], rows[:, -1].astype(np.int64), params)
+    if stray:
+        raise ReportError(f"{stray} sketch values are not on the round's public noise grid for their n0")
+    return rows
 
 
 def new_message_id() -> str:
@@ -91,7 +102,12 @@ def new_message_id() -> str:
 
 @dataclass
 class ReportBatch:
-    """Reports of many devices as columns; rows with level -1 carry no report."""
+    """Reports of many devices as columns; rows with level -1 carry no report.
+
+    A vector report is its codebook nonce and index (what travels and is
+    stored); ``vectors(config)`` decodes them. A simulation batch
+    (``encode_arrays(..., wire=False)``) carries the decoded vectors in
+    ``vec`` instead, index -1, and cannot be sent or stored."""
 
     round_id: str
     hist_level: NDArray[np.int64]
@@ -100,9 +116,38 @@ class ReportBatch:
     vec_level: NDArray[np.int64]
     vec_row: NDArray[np.int64]
     vec: NDArray[np.float64]
+    vec_nonce: NDArray[np.uint64]
+    vec_index: NDArray[np.int64]
 
     def __len__(self) -> int:
         return int(self.hist_level.shape[0])
+
+    def select(self, rows: NDArray[np.bool_] | NDArray[np.int64] | slice) -> ReportBatch:
+        """The reports at ``rows`` (a mask, indices or a slice)."""
+        vec = self.vec[rows] if self.vec.shape[0] == len(self) else self.vec
+        return ReportBatch(self.round_id, self.hist_level[rows], self.hist_seed[rows], self.hist_bucket[rows],
+                           self.vec_level[rows], self.vec_row[rows], vec, self.vec_nonce[rows], self.vec_index[rows])
+
+    @property
+    def is_wire(self) -> bool:
+        """Every vector report is a codebook index (not a simulation batch)."""
+        return bool(np.all(self.vec_index[self.vec_level >= 0] >= 0))
+
+    def vectors(self, config: RoundConfig) -> NDArray[np.float64]:
+        """The decoded vector reports (n, d): zero rows where none was sent."""
+        vp = config.vec_params
+        n = len(self)
+        if vp is None:
+            return np.zeros((n, 0))
+        if self.vec.shape == (n, config.dim):
+            return self.vec
+        out = np.zeros((n, config.dim))
+        has = self.vec_level >= 0
+        if np.any(self.vec_index[has] < 0):
+            raise ReportError("vector reports carry neither codebook indices nor decoded vectors")
+        key = PublicRandomness.from_config(config).vec_key
+        out[has] = decode(self.vec_nonce[has], self.vec_index[has], vp, key)
+        return out
 
     def validate(self, config: RoundConfig) -> None:
         """Raise ReportError unless every report fits ``config``."""
@@ -127,13 +172,19 @@ class ReportBatch:
         m = 1 << config.vec_columns_log2
         if np.any(has_v & ((self.vec_row < 0) | (self.vec_row >= m))):
             raise ReportError(f"vector row outside 0..{m - 1}")
-        if config.vec_params is not None and self.vec.shape != (n, config.dim):
-            raise ReportError(f"vectors have shape {self.vec.shape}, expected ({n}, {config.dim})")
-        if not np.all(np.isfinite(self.vec)):
-            raise ReportError("vectors contain NaN or infinite values")
+        if self.vec_nonce.shape != (n,) or self.vec_index.shape != (n,):
+            raise ReportError(f"codebook columns have shapes {self.vec_nonce.shape}, {self.vec_index.shape}, expected ({n},)")
+        vp = config.vec_params
+        if vp is not None and self.vec.shape == (n, config.dim):
+            if not np.all(np.isfinite(self.vec)):
+                raise ReportError("vectors contain NaN or infinite values")
+        elif vp is not None and np.any(has_v & ((self.vec_index < 0) | (self.vec_index >= vp.candidates))):
+            raise ReportError(f"vector index outside 0..{vp.candidates - 1}")
 
     def to_messages(self) -> list[DeviceMessage]:
         """The wire form, one message per device (with fresh message ids)."""
+        if not self.is_wire:
+            raise ReportError("a simulation batch (decoded vectors, no codebook indices) cannot be sent")
         out = []
         for i in range(len(self)):
             hist = vec = None
@@ -145,7 +196,8 @@ class ReportBatch:
                 )
             if self.vec_level[i] >= 0:
                 vec = VecReport(
-                    level=int(self.vec_level[i]), row=int(self.vec_row[i]), z=self.vec[i].tolist()
+                    level=int(self.vec_level[i]), row=int(self.vec_row[i]),
+                    nonce=f"{int(self.vec_nonce[i]):016x}", index=int(self.vec_index[i]),
                 )
             out.append(
                 DeviceMessage(
@@ -163,19 +215,17 @@ class ReportBatch:
         hb = np.zeros(n, dtype=np.int64)
         vl = np.full(n, -1, dtype=np.int64)
         vr = np.zeros(n, dtype=np.int64)
-        width = config.dim if config.vec_params is not None else 0
-        vz = np.zeros((n, width))
+        vn = np.zeros(n, dtype=np.uint64)
+        vi = np.full(n, -1, dtype=np.int64)
         for i, msg in enumerate(messages):
             if msg.round_id != config.round_id:
                 raise ReportError(f"message for round {msg.round_id!r} sent to {config.round_id!r}")
             if msg.hist is not None:
                 hl[i], hs[i], hb[i] = msg.hist.level, msg.hist.seed_index, msg.hist.bucket
             if msg.vec is not None:
-                if len(msg.vec.z) != width:
-                    raise ReportError(f"vector has {len(msg.vec.z)} entries, expected {width}")
                 vl[i], vr[i] = msg.vec.level, msg.vec.row
-                vz[i] = msg.vec.z
-        batch = cls(config.round_id, hl, hs, hb, vl, vr, vz)
+                vn[i], vi[i] = int(msg.vec.nonce, 16), msg.vec.index
+        batch = cls(config.round_id, hl, hs, hb, vl, vr, np.zeros((n, 0)), vn, vi)
         batch.validate(config)
         return batch
 

@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 
 from shoal.common.config import RoundConfig
 
-_TAGS = {"projection": 1, "shifts": 2, "planes": 3, "level_keys": 4, "hist_seeds": 5}
+_TAGS = {"projection": 1, "shifts": 2, "planes": 3, "level_keys": 4, "hist_seeds": 5, "vec_key": 6}
 
 
 def _rng(seed: int, tag: str) -> np.random.Generator:
@@ -34,6 +34,7 @@ class PublicRandomness:
     planes: NDArray[np.float64]
     level_keys: NDArray[np.uint64]
     hist_seeds: NDArray[np.uint64]
+    vec_key: int  # the PrivUnit codebook's key (``privunit.candidate_vectors``)
 
     @staticmethod
     def from_config(config: RoundConfig) -> PublicRandomness:
@@ -68,6 +69,7 @@ def _derive(cfg: RoundConfig) -> PublicRandomness:
         planes=planes,
         level_keys=level_keys.astype(np.uint64),
         hist_seeds=hist_seeds.astype(np.uint64),
+        vec_key=int(_rng(cfg.seed, "vec_key").integers(0, 2**63)),
     )
 
 

@@ -37,6 +37,20 @@ belongs; the two agree at alpha = 1, and Eq. (7) (the SNR at eps-DP) uses
 the sqrt(alpha) form. With the printed form and alpha < 1 the mechanism is
 only eps / sqrt(alpha)-DP: ``tests/common/test_sketch.py`` audits both.
 
+Exact noise (Mironov, CCS'12; shoal 0.1's real Laplace was audited at
+eps >= 6.3 for a claimed 1). A device with n0 records rounds its 2m reals to
+the public grid 2^e(n0) (``noise_grid``: e chosen so the rounding adds at
+most 1% to the sensitivity) and adds discrete Laplace noise drawn exactly
+(``exact_sampling.discrete_laplace``) in grid steps. On the grid, replacing
+a record moves at most 2r rounded coordinates (the others are computed from
+the same terms in the same order, so they are the same doubles), each by at
+most |change| / 2^e + 1 steps; with a rigorous bound on floating-point
+summation slack the integer L1 sensitivity is
+    S = ceil((2 sqrt(2) sqrt(m) / n0 + 2r slack) / 2^e) + 2r,
+and noise P(k) ~ exp(-|k| eps' / S) with eps' <= eps (the scale t / s is
+rounded up) is eps-DP for the integers sent. Each sent real is k 2^e with
+|k| < 2^53: exactly a double, and the server checks it is on the grid.
+
 Global sketch (Def. 4 with unequal n0): the n0-weighted mean of device
 sketches. Its SNR (Sec. 5, Eq. 6, generalised to unequal n0):
     SNR = ||z||^2 / sum_j Var(s_j),
@@ -54,16 +68,23 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from numpy.typing import NDArray
 
 from shoal.common.errors import ConfigError
+from shoal.common.exact_sampling import (
+    discrete_laplace,
+    discrete_laplace_variance,
+    laplace_scale_fraction,
+)
 from shoal.common.secure_sum import SecureSumParams
 
 MAX_SKETCH = 1 << 16  # m above this would make one report larger than the server's body limit
 SENSITIVITY_MARGIN = 1 + 1e-5  # covers float32 rounding of |cos|, |sin| in the L1 bound 2 sqrt(2)
 CHUNK = 4096  # records per vectorised block (bounds memory at ~CHUNK * r * d floats)
+GRID_STEPS = 100  # grid rounding may add 2r steps: at most 1/GRID_STEPS of the sensitivity
 
 
 @dataclass(frozen=True)
@@ -103,14 +124,74 @@ class SketchParams:
         return self.measurements / self.size
 
     def laplace_scale(self, n0: NDArray[np.int64] | NDArray[np.float64] | int) -> NDArray[np.float64]:
-        """Scale b of the Laplace noise on each real coordinate of a device
-        sketch over n0 records: 2 sqrt(2) sqrt(m) / (n0 eps) (module docstring)."""
+        """Scale b of a real Laplace on each real coordinate for the real-valued
+        sensitivity 2 sqrt(2) sqrt(m) / n0 (module docstring): the mechanism
+        of the analysis. What a device adds is ``noise_grid``'s discrete Laplace,
+        whose scale is at least this."""
+        return self.sensitivity(n0) / self.epsilon
+
+    def sensitivity(self, n0: NDArray[np.int64] | NDArray[np.float64] | int) -> NDArray[np.float64]:
+        """L1 change of a device sketch over n0 records when one record is
+        replaced, in real arithmetic: 2 sqrt(2) sqrt(m) / n0."""
         sens = 2 * math.sqrt(2) * math.sqrt(self.size) * SENSITIVITY_MARGIN
-        return sens / (np.asarray(n0, dtype=np.float64) * self.epsilon)
+        return sens / np.asarray(n0, dtype=np.float64)
+
+    def noise_grid(self, n0: int) -> SketchNoise:
+        """The exact mechanism for a device with n0 records (module docstring,
+        "Exact noise"): grid 2^e, integer L1 sensitivity, discrete Laplace t / s."""
+        return _noise_grid(self, int(n0))
+
+    def noise_var_per_coordinate(self, n0: NDArray[np.int64] | int) -> NDArray[np.float64]:
+        """Variance of the noise a device with n0 records adds to each real coordinate."""
+        counts = np.asarray(n0, dtype=np.int64)
+        values, inverse = np.unique(counts, return_inverse=True)
+        per = np.array([self.noise_grid(int(v)).variance for v in values])
+        return np.asarray(per[inverse].reshape(counts.shape))
 
     def paper_sigma(self, n0: int) -> float:
         """sigma_xi in the paper's parametrisation for the same noise (for reports)."""
-        return float(self.laplace_scale(n0)) * 2 * math.sqrt(self.alpha * self.size * n0)
+        return float(np.sqrt(self.noise_var_per_coordinate(n0) / 2)) * 2 * math.sqrt(self.alpha * self.size * n0)
+
+
+@dataclass(frozen=True)
+class SketchNoise:
+    """A device's exact sketch noise: values on the grid 2^exponent, integer L1
+    sensitivity on that grid, discrete Laplace of scale t / s grid steps."""
+
+    exponent: int
+    sensitivity: int
+    scale_num: int
+    scale_den: int
+
+    @property
+    def step(self) -> float:
+        return math.ldexp(1.0, self.exponent)
+
+    @property
+    def epsilon(self) -> float:
+        """The exact eps of the draw: sensitivity * s / t (<= the round's eps)."""
+        return self.sensitivity * self.scale_den / self.scale_num
+
+    @property
+    def variance(self) -> float:
+        return self.step**2 * discrete_laplace_variance(self.scale_num, self.scale_den)
+
+
+@lru_cache(maxsize=4096)
+def _noise_grid(params: SketchParams, n0: int) -> SketchNoise:
+    if n0 < 1:
+        raise ConfigError(f"n0 must be >= 1, got {n0}")
+    m, r = params.size, params.measurements
+    sens = float(params.sensitivity(n0))
+    exponent = math.floor(math.log2(sens / (GRID_STEPS * 2 * r)))
+    step = math.ldexp(1.0, exponent)
+    # Floating-point slack of the computed sum of n0 features per coordinate
+    # (any summation order: gamma_n sum |f|, |f| <= 1) and of the two
+    # scalings, for the two neighbouring sketches; generous by design.
+    slack = 4.0 * (n0 + 4) * 2.0**-53 / (params.alpha * math.sqrt(m))
+    sensitivity = math.ceil((sens + 2 * r * slack) / step) + 2 * r
+    t, s = laplace_scale_fraction(sensitivity, params.epsilon)
+    return SketchNoise(exponent, sensitivity, t, s)
 
 
 def default_scales(dim: int, k: int) -> tuple[float, float]:
@@ -252,9 +333,27 @@ def scramble(
         raise ConfigError(f"frequencies have shape {omega.shape}, expected ({params.dim}, {params.size})")
     owner = np.repeat(np.arange(counts.size), counts)
     s = _masked_sums(x, owner, counts.size, omega, params.measurements, rng) / (params.alpha * counts)[:, None]
-    b = params.laplace_scale(counts)[:, None]
-    shape = (counts.size, params.size)
-    return s + rng.laplace(0.0, 1.0, shape) * b + 1j * rng.laplace(0.0, 1.0, shape) * b
+    real = np.concatenate([s.real, s.imag], axis=1)
+    out = np.empty_like(real)
+    for n0 in np.unique(counts):
+        rows = np.flatnonzero(counts == n0)
+        noise = params.noise_grid(int(n0))
+        units = np.rint(np.ldexp(real[rows], -noise.exponent)).astype(np.int64)
+        units += discrete_laplace(noise.scale_num, noise.scale_den, units.size, rng).reshape(units.shape)
+        out[rows] = np.ldexp(units.astype(np.float64), noise.exponent)
+    m = params.size
+    return out[:, :m] + 1j * out[:, m:]
+
+
+def off_grid(sketches: NDArray[np.float64], n0: NDArray[np.int64], params: SketchParams) -> int:
+    """How many of the (L, 2m) received sketch reals are not integer multiples
+    of their device's public grid step (0 for every honest device)."""
+    bad = 0
+    counts = np.asarray(n0, dtype=np.int64)
+    for v in np.unique(counts):
+        units = np.ldexp(sketches[counts == v], -params.noise_grid(int(v)).exponent)
+        bad += int(np.count_nonzero((units != np.rint(units)) | (np.abs(units) >= 2.0**53)))
+    return bad
 
 
 def mean_sketch(sketches: NDArray[np.complex128], n0: NDArray[np.int64]) -> NDArray[np.complex128]:
@@ -268,8 +367,8 @@ def noise_variance(params: SketchParams, n0: NDArray[np.int64], z_norm2: float) 
     counts = np.asarray(n0, dtype=np.float64)
     total = counts.sum()
     sampling = (1 - params.alpha * z_norm2) / (params.alpha * total)
-    per_device = counts * params.laplace_scale(counts)  # n0 b: the same for every device
-    laplace = 4 * params.size * float(np.sum(per_device**2)) / total**2
+    per_device = counts**2 * params.noise_var_per_coordinate(np.asarray(n0, dtype=np.int64))
+    laplace = 2 * params.size * float(np.sum(per_device)) / total**2
     return float(sampling + laplace)
 
 

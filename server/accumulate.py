@@ -61,7 +61,7 @@ class LevelAccumulator:
             self.hist_n += np.bincount(lv, minlength=cfg.levels + 1)
         if self.vec is not None:
             v = batch.vec_level >= 0
-            lv, rw, z = batch.vec_level[v], batch.vec_row[v], batch.vec[v]
+            lv, rw, z = batch.vec_level[v], batch.vec_row[v], batch.vectors(cfg)[v]
             m = self.vec.shape[1]
             scatter_add_rows(self.vec.reshape(-1, cfg.dim), lv * m + rw, z)
             self.vec_n += np.bincount(lv, minlength=cfg.levels + 1)

@@ -37,6 +37,7 @@ from shoal.common.errors import DecodeError
 from shoal.common.events import local_epsilon
 from shoal.common.nets import LatticeNet, node_space
 from shoal.common.public_random import PublicRandomness
+from shoal.common.threats import local_guarantee, shuffled_guarantee
 from shoal.server.accumulate import LevelAccumulator
 from shoal.server.consistency import tree_blue
 from shoal.server.kmeans import assign, weighted_kmeans
@@ -82,9 +83,11 @@ def privacy_statement(config: RoundConfig) -> dict[str, Any]:
         "report_epsilons": [local_epsilon(e) for e in event.events],
         "composition": "basic",
     }
+    out["guarantees"] = [local_guarantee(out["device_epsilon"])]
     if config.model == "shuffle":
         out.update(batch_size_assumed=config.min_batch, amplification_bound=config.amplification_bound,
                    neighbouring="replace one device's input (FMT'21)")
+        out["guarantees"].insert(0, shuffled_guarantee(central_eps, delta, config.min_batch))
     return out
 
 

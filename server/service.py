@@ -42,6 +42,7 @@ from shoal.common.refine import (
     refined_centers,
 )
 from shoal.common.secure_sum import SecureSumParams, add_shares, decode_total
+from shoal.common.signing import identity_path, load_or_create_signing_key
 from shoal.common.sketch_round import (
     SketchRoundConfig,
     derive_sketch_round,
@@ -49,6 +50,7 @@ from shoal.common.sketch_round import (
     sketch_round_from_dict,
     sketch_round_to_dict,
 )
+from shoal.common.threats import secure_sum_guarantee
 from shoal.server.accumulate import LevelAccumulator
 from shoal.server.api_models import CreateRoundIn, RefineIn
 from shoal.server.decoder import ClusteringResult, TreeDecoder, privacy_statement
@@ -75,6 +77,7 @@ class RoundService:
         self.store = open_store(settings.db_url)
         self.key = load_or_create_key(settings.key_path)
         self.public_key = base64.b64encode(public_key_bytes(self.key.public_key())).decode()
+        self.identity = load_or_create_signing_key(identity_path(settings.key_path))
         self.metrics: Counter[str] = Counter()
         self.decode_seconds: list[float] = []
         self._configs: dict[str, AnyConfig] = {}
@@ -272,7 +275,7 @@ class RoundService:
         try:
             if len(sketches) != len(messages):
                 raise ReportError(f"round {round_id} is a sketch round: every report needs a sketch and n0")
-            rows = sketch_rows(sketches, cfg.sketch.size)
+            rows = sketch_rows(sketches, cfg.sketch)
         except ShoalError:
             self.metrics["rejected_invalid"] += len(messages)
             raise
@@ -347,24 +350,29 @@ class RoundService:
 
     def _decode_refine(self, round_id: str, refine: RefineConfig) -> dict[str, Any]:
         """Add every share mod q, check that none is missing, and take one Lloyd step.
-        The privacy statement composes the parent round and this one."""
+        The privacy statement composes the parent round and every refine round
+        opened on it so far (issue 12: each used to compose only parent + itself)."""
         params = refine.secure_sum
         shares = self.store.load_payloads(round_id, params.length + 1, np.uint64)
         sums, devices = decode_total(add_shares(shares, params), shares.shape[0], params)
         centers, sizes = refined_centers(sums, refine)
         parent_event, parent_privacy = self._privacy(refine.parent_id)
-        eps, delta = central_guarantee(RoundsEvent((parent_event, refine.event)))
+        siblings = sorted((row.id, refine_from_dict(row.config)) for row in self.store.list_rounds()
+                          if is_refine(row.config) and row.config.get("parent_id") == refine.parent_id)
+        eps, delta = central_guarantee(RoundsEvent((parent_event, *(s.event for _, s in siblings))))
         privacy = {
             "model": "shuffle",
             "mechanism": "secure summation (split-and-mix) with distributed discrete Laplace noise",
             "central_epsilon": eps,
             "delta": delta,
-            "composition": "basic, over the parent round and this refine round",
+            "composition": f"basic, over the parent round and all {len(siblings)} refine round(s) opened on it",
             "device_epsilon": None,
             "device_epsilon_note": "no local guarantee for this round: its privacy relies on the shuffler not colluding with the server",
-            "rounds": [parent_privacy,
-                       {"round": round_id, "central_epsilon": params.epsilon, "delta": params.delta,
-                        "min_devices": params.min_devices, "shares_per_device": params.shares}],
+            "guarantees": [secure_sum_guarantee(eps, delta, params.min_devices)],
+            "rounds": [parent_privacy] + [
+                {"round": rid, "central_epsilon": s.secure_sum.epsilon, "delta": s.secure_sum.delta,
+                 "min_devices": s.secure_sum.min_devices, "shares_per_device": s.secure_sum.shares}
+                for rid, s in siblings],
         }
         return {
             "round_id": round_id,

@@ -33,6 +33,7 @@ from shoal.common.envelope import seal
 from shoal.common.messages import sealed_share_parts
 from shoal.common.refine import contributions, refine_from_dict
 from shoal.common.secure_sum import encode_devices
+from shoal.common.signing import config_digest
 from shoal.common.sketch_round import is_sketch, sketch_round_from_dict
 from shoal.server.datasets import Dataset, city_locations, load_letter, load_uber, paper_mixture
 from shoal.server.kmeans import kmeans_cost
@@ -85,6 +86,7 @@ class Services:
         self.tmp = tempfile.TemporaryDirectory(prefix="shoal-sim-")
         self.env = dict(os.environ, SHOAL_OPERATOR_TOKEN=secrets.token_urlsafe(18),
                         SHOAL_SHUFFLER_TOKEN=secrets.token_urlsafe(18),
+                        SHOAL_ENROL_TOKEN=secrets.token_urlsafe(18),
                         SHOAL_KEY_PATH=str(Path(self.tmp.name) / "key.pem"))
         self.procs: list[subprocess.Popen[bytes]] = []
         port = free_port()
@@ -95,8 +97,10 @@ class Services:
         if via_shuffler:
             sport = free_port()
             self.shuffler_url = f"http://127.0.0.1:{sport}"
-            self._spawn(["shuffler", "--server-url", self.server_url, "--port", str(sport),
-                         "--min-batch", str(min_batch), "--db", f"{self.tmp.name}/shuffler.db"])
+            # The operator pins the server's identity on the shuffler (out of band: here, from the server it started).
+            self.server_key = httpx.get(self.server_url + "/server-key", timeout=10).json()["fingerprint"]
+            self._spawn(["shuffler", "--server-url", self.server_url, "--port", str(sport), "--server-key",
+                         self.server_key, "--min-batch", str(min_batch), "--db", f"{self.tmp.name}/shuffler.db"])
             wait_healthy(self.shuffler_url, self.procs[-1])
 
     def _spawn(self, argv: list[str]) -> None:
@@ -188,7 +192,8 @@ def _refine(args: argparse.Namespace, ds: Dataset, rid: str, server_url: str, sh
     key = base64.b64decode(rnd["server_public_key"])
     # Every simulated device computes its own shares (vectorised here for speed).
     shares = encode_devices(contributions(ds.points, cfg), cfg.secure_sum, np.random.default_rng())
-    bodies, urls, heads = _to_shuffler(_parts_bodies(shares, key, ref_id), f"{shuffler_url}/rounds/{ref_id}/messages")
+    bodies, urls, heads = _to_shuffler(_parts_bodies(shares, key, ref_id, config_digest(rnd["config"], rnd["server_public_key"])),
+                                       f"{shuffler_url}/rounds/{ref_id}/messages")
     t = time.perf_counter()
     failures = send_devices(bodies, urls, heads, args.concurrency, args.workers, not args.json)
     send_s = time.perf_counter() - t
@@ -204,15 +209,29 @@ def _refine(args: argparse.Namespace, ds: Dataset, rid: str, server_url: str, sh
     }
 
 
+def enrol_tokens(shuffler_url: str, enrol_token: str, n: int) -> list[str]:
+    """The operator enrols ``n`` devices at the shuffler (``POST /enrol``): one token each."""
+    tokens: list[str] = []
+    while len(tokens) < n:
+        r = httpx.post(f"{shuffler_url}/enrol", json={"count": min(10_000, n - len(tokens))},
+                       headers={"Authorization": f"Bearer {enrol_token}"}, timeout=60)
+        r.raise_for_status()
+        tokens += r.json()["tokens"]
+    return tokens
+
+
 def _to_shuffler(bodies: list[bytes], url: str) -> tuple[list[bytes], list[str], list[dict[str, str]]]:
-    """Each body to the shuffler's ``url`` with a device token of its own."""
-    heads = [{"content-type": "application/json", "X-Device-Token": secrets.token_hex(16)} for _ in bodies]
+    """Each body to the shuffler's ``url`` with an enrolled device token of its own."""
+    base = url.split("/rounds/")[0]
+    tokens = enrol_tokens(base, os.environ.get("SHOAL_ENROL_TOKEN", ""), len(bodies))
+    heads = [{"content-type": "application/json", "X-Device-Token": t} for t in tokens]
     return bodies, [url] * len(bodies), heads
 
 
-def _parts_bodies(shares: np.ndarray, key: bytes, round_id: str) -> list[bytes]:
-    """Per device, its secure-sum shares sealed one by one, as one ``parts`` submission."""
-    return [json.dumps({"parts": p}).encode() for p in sealed_share_parts(shares, key, round_id)]
+def _parts_bodies(shares: np.ndarray, key: bytes, round_id: str, digest: str) -> list[bytes]:
+    """Per device, its secure-sum shares sealed one by one, as one ``parts`` submission
+    with the digest of the config the device verified."""
+    return [json.dumps({"parts": p, "config_digest": digest}).encode() for p in sealed_share_parts(shares, key, round_id)]
 
 
 def _device_bodies(args: argparse.Namespace, ds: Dataset, rnd: dict[str, Any], server_url: str,
@@ -220,6 +239,7 @@ def _device_bodies(args: argparse.Namespace, ds: Dataset, rnd: dict[str, Any], s
     """Every simulated device's request (body, URL, headers); each device
     encodes its own data (vectorised here for speed)."""
     rid, key = rnd["id"], base64.b64decode(rnd["server_public_key"])
+    digest = config_digest(rnd["config"], rnd["server_public_key"])
     n = ds.points.shape[0]
 
     def via_shuffler(bodies: list[bytes]) -> tuple[list[bytes], list[str], list[dict[str, str]]]:
@@ -229,7 +249,7 @@ def _device_bodies(args: argparse.Namespace, ds: Dataset, rnd: dict[str, Any], s
     if is_sketch(rnd["config"]):
         sk = sketch_round_from_dict(rnd["config"])
         if sk.secure_sum is not None:  # one record per device, its shares sealed one by one
-            return via_shuffler(_parts_bodies(sketch_shares(ds.points, sk), key, rid))
+            return via_shuffler(_parts_bodies(sketch_shares(ds.points, sk), key, rid, digest))
         per = max(1, args.records_per_device)
         n0 = np.full(-(-n // per), per)
         n0[-1] = n - per * (n0.size - 1)
@@ -237,7 +257,8 @@ def _device_bodies(args: argparse.Namespace, ds: Dataset, rnd: dict[str, Any], s
     else:
         messages = encode_arrays(ds.points, config_from_dict(rnd["config"])).to_messages()
     if args.via_shuffler and shuffler_url:
-        return via_shuffler([json.dumps({"sealed": base64.b64encode(seal(m.model_dump_json().encode(), key, rid)).decode()}).encode()
+        return via_shuffler([json.dumps({"sealed": base64.b64encode(seal(m.model_dump_json().encode(), key, rid)).decode(),
+                                         "config_digest": digest}).encode()
                              for m in messages])
     bodies = [m.model_dump_json().encode() for m in messages]
     return bodies, [f"{server_url}/rounds/{rid}/reports"] * len(bodies), [{"content-type": "application/json"}] * len(bodies)
@@ -264,6 +285,7 @@ def run_sim(args: argparse.Namespace) -> int:
     else:
         services = Services(args.via_shuffler, args.min_batch)
         server_url, shuffler_url = services.server_url, services.shuffler_url
+        os.environ["SHOAL_ENROL_TOKEN"] = services.env["SHOAL_ENROL_TOKEN"]  # the operator's, for enrol_tokens
         op_token = services.env["SHOAL_OPERATOR_TOKEN"]
     try:
         op = {"Authorization": f"Bearer {op_token}"}

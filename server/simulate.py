@@ -73,7 +73,7 @@ def simulate(
     enc = 0.0
     for lo in range(0, n, CHUNK):
         t1 = time.perf_counter()
-        batch = encode_arrays(points[lo : lo + CHUNK], cfg, device_rng)
+        batch = encode_arrays(points[lo : lo + CHUNK], cfg, device_rng, wire=False)
         enc += time.perf_counter() - t1
         acc.add(batch)
     ingest = time.perf_counter() - t - enc

@@ -33,6 +33,7 @@ from shoal.common.sketch import (
     sketch_from_sum,
 )
 from shoal.common.sketch_round import SketchRoundConfig
+from shoal.common.threats import local_guarantee, secure_sum_guarantee
 from shoal.server.clompr import clompr
 from shoal.server.decoder import ClusteringResult
 
@@ -88,8 +89,12 @@ def sketch_privacy_statement(config: SketchRoundConfig) -> dict[str, Any]:
     if config.secure_sum is None:
         return {
             "model": "local",
-            "mechanism": "scrambled sketch (Schellekens et al. 2019, Def. 3) with Laplace noise; Prop. 1 with sqrt(alpha)",
+            "mechanism": "scrambled sketch (Schellekens et al. 2019, Def. 3) with exact discrete Laplace noise on a "
+                         "public grid; Prop. 1 with sqrt(alpha)",
             "device_epsilon": local_epsilon(event),
+            "device_epsilon_note": "per record; a device whose n0 records all belong to one user gives that user "
+                                   "n0 x eps (device ledgers charge that)",
+            "guarantees": [local_guarantee(local_epsilon(event))],
             "central_epsilon": eps,
             "delta": delta,
             "neighbouring": "replace one record of one device; each device's record count n0 is public",
@@ -107,6 +112,7 @@ def sketch_privacy_statement(config: SketchRoundConfig) -> dict[str, Any]:
                                f"and on at least {s.min_devices} devices adding their noise shares",
         "min_devices": s.min_devices,
         "shares_per_device": s.shares,
+        "guarantees": [secure_sum_guarantee(eps, delta, s.min_devices)],
         "reports": [type(event).__name__],
     }
 

@@ -2,7 +2,8 @@
 
 A report acknowledged with 2xx has been committed (SQLite in WAL mode with
 synchronous=FULL; PostgreSQL's default durable commit). Reports are stored
-as columns (the ``ReportBatch`` fields, the vector as float64 bytes) keyed
+as columns (the ``ReportBatch`` fields; a vector report as its codebook
+nonce and index, 16 bytes, in the ``vec`` column) keyed
 by (round, message id), so a retried message is acknowledged but never
 stored twice, and decoding reads them back with one vectorised pass.
 Device identities are never stored: a report row has no sender.
@@ -218,18 +219,28 @@ class Store(abc.ABC):
         )
         n = len(rows)
         cols = np.array([r[:5] for r in rows], dtype=np.int64).reshape(n, 5)
-        raw = b"".join(bytes(r[5]) for r in rows)
-        vec = np.frombuffer(raw, dtype=np.float64).reshape(n, -1) if raw else np.zeros((n, 0))
-        if vec.shape[1] not in (0, dim):
-            raise StoreError(f"stored vectors have width {vec.shape[1]}, the round has dim {dim}")
-        return ReportBatch(round_id, cols[:, 0], cols[:, 1], cols[:, 2], cols[:, 3], cols[:, 4], vec.copy())
+        has = cols[:, 3] >= 0
+        raw = b"".join(bytes(r[5]) for r in rows if r[3] >= 0)
+        if len(raw) != 16 * int(has.sum()):
+            raise StoreError("stored vector reports are not 16-byte (nonce, index) pairs")
+        pairs = np.frombuffer(raw, dtype="<u8").reshape(-1, 2)
+        nonce = np.zeros(n, dtype=np.uint64)
+        index = np.full(n, -1, dtype=np.int64)
+        nonce[has], index[has] = pairs[:, 0], pairs[:, 1].astype(np.int64)
+        return ReportBatch(round_id, cols[:, 0], cols[:, 1], cols[:, 2], cols[:, 3], cols[:, 4],
+                           np.zeros((n, 0)), nonce, index)
 
     def count_reports(self, round_id: str) -> int:
         return int(self._execute(self._sql("SELECT COUNT(*) FROM reports WHERE round_id = ?"), (round_id,))[0][0])
 
 
 def _rows(round_id: str, message_ids: list[str], batch: ReportBatch) -> list[tuple[Any, ...]]:
-    vec = np.ascontiguousarray(batch.vec, dtype=np.float64)
+    if not batch.is_wire:
+        raise StoreError("a simulation batch (decoded vectors, no codebook indices) cannot be stored")
+    pairs = np.zeros((len(batch), 2), dtype="<u8")
+    pairs[:, 0] = batch.vec_nonce
+    pairs[:, 1] = np.maximum(batch.vec_index, 0).astype(np.uint64)
+    has = batch.vec_level >= 0
     return [
         (
             round_id,
@@ -239,7 +250,7 @@ def _rows(round_id: str, message_ids: list[str], batch: ReportBatch) -> list[tup
             int(batch.hist_bucket[i]),
             int(batch.vec_level[i]),
             int(batch.vec_row[i]),
-            vec[i].tobytes(),
+            pairs[i].tobytes() if has[i] else b"",
         )
         for i in range(len(batch))
     ]

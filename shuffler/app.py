@@ -1,20 +1,28 @@
 """The shuffler: accept sealed messages, batch, threshold, shuffle, forward.
 
-Devices POST one sealed message per round with their device token; the
-shuffler buffers them durably and, once at least ``min_batch`` are
-buffered for a round, forwards a uniformly random permutation (``secrets``)
-of all of them to the server's ``/rounds/{id}/shuffled`` with its own
-credential, retrying until the server acknowledges; only then are they
-dropped from the buffer (a crash in between re-forwards, and the server
-counts each message id once). Nothing but the sealed bytes is forwarded.
+Devices POST one sealed message per round with their device token and the
+digest of the round config they verified; the shuffler buffers them durably
+and, once at least max(its own ``min_batch``, the round's) are pending for a
+round, forms one batch (a fixed set in a ``secrets`` permutation,
+``buffer.form_batch``) and forwards it to the server's
+``/rounds/{id}/shuffled`` with its own credential. A failed or unanswered
+forward re-sends exactly that batch; later arrivals form the next batch only
+when there are enough of them (issue 12: an error after the server committed
+used to merge newcomers into a group below min_batch). Nothing but the
+sealed bytes is forwarded.
+
+Trust (``common/signing.py``): with a pinned server key (``server_key``,
+``--server-key`` / ``SHOAL_SERVER_KEY``) the shuffler accepts only round
+configs signed by that server, and refuses device messages whose config
+digest differs from the config it verified (equivocation).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import hmac
 import logging
-import secrets
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -23,10 +31,11 @@ from dataclasses import dataclass
 from typing import Annotated
 
 import httpx
-from fastapi import FastAPI, Header, HTTPException
+from fastapi import FastAPI, Header, HTTPException, Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from shoal.common.group_commit import GroupCommit
+from shoal.common.signing import TrustError, config_digest, verify_config
 from shoal.shuffler.buffer import Buffer
 
 
@@ -38,6 +47,15 @@ class ShufflerSettings:
     min_batch: int = 100
     poll_seconds: float = 0.2
     max_sealed_bytes: int = 1 << 20
+    server_key: str | None = None
+    enrol_token: str = ""
+    enrol_per_minute: int = 100_000
+
+    def __post_init__(self) -> None:
+        if len(self.enrol_token) < 16:
+            raise ValueError("the shuffler needs an enrolment token of at least 16 characters (SHOAL_ENROL_TOKEN)")
+        if self.enrol_token == self.token:
+            raise ValueError("the enrolment token must differ from the shuffler's server credential")
 
 
 FORWARD_CHUNK = 5000  # messages per POST to the server (its default limit is 10,000)
@@ -48,6 +66,8 @@ class SealedIn(BaseModel):
     ``parts`` of its shares, each sealed separately and buffered as its own message."""
 
     model_config = ConfigDict(extra="forbid")
+    config_digest: str = Field(pattern=r"^[0-9a-f]{64}$",
+                               description="sha256 of the canonical round config the device verified")
     sealed: str | None = Field(None, min_length=4, max_length=4 << 20, description="base64 sealed message")
     parts: list[Annotated[str, Field(min_length=4, max_length=4 << 20)]] | None = Field(
         None, min_length=1, max_length=256, description="base64 sealed shares (secure-sum rounds)")
@@ -63,6 +83,36 @@ class SealedIn(BaseModel):
         return [self.sealed] if self.sealed is not None else list(self.parts or [])
 
 
+class EnrolIn(BaseModel):
+    """An operator's request for new device tokens."""
+
+    model_config = ConfigDict(extra="forbid")
+    count: int = Field(ge=1, le=10_000, description="how many tokens to issue")
+
+
+class RateLimit:
+    """At most ``per_minute`` tokens issued per rolling minute (a fixed one-minute window)."""
+
+    def __init__(self, per_minute: int) -> None:
+        self.per_minute, self.start, self.used = per_minute, time.monotonic(), 0
+        self.lock = threading.Lock()
+
+    def take(self, n: int) -> float:
+        """0 if ``n`` may be issued now (and counts them), else the seconds to wait."""
+        with self.lock:
+            now = time.monotonic()
+            if now - self.start >= 60:
+                self.start, self.used = now, 0
+            if self.used + n > self.per_minute:
+                return 60 - (now - self.start)
+            self.used += n
+            return 0.0
+
+
+def _bearer_ok(header: str | None, secret: str) -> bool:
+    return hmac.compare_digest((header or "").encode(), f"Bearer {secret}".encode())
+
+
 @dataclass(frozen=True)
 class RoundRule:
     """What the shuffler reads from a round's public config: the smallest
@@ -72,7 +122,11 @@ class RoundRule:
     min_messages: int
     auto_release: bool
     parts: int
+    digest: str
 
+
+class UnknownRound(RuntimeError):
+    """The server has no such round."""
 
 class Forwarder:
     def __init__(self, settings: ShufflerSettings, buffer: Buffer) -> None:
@@ -110,14 +164,18 @@ class Forwarder:
         share, and only if it holds the shares of at least ``min_devices`` devices."""
         if round_id not in self._rules:
             r = self.http.get(f"{self.s.server_url}/rounds/{round_id}/config")
+            if r.status_code == 404:
+                raise UnknownRound(f"the server has no round {round_id}")
             if r.status_code != 200:
                 raise RuntimeError(f"cannot read round {round_id}'s config: {r.status_code}")
-            cfg = r.json()["config"]
+            body = r.json()
+            cfg = verify_config(body, round_id, self.s.server_key).config if self.s.server_key else body["config"]
+            digest = config_digest(cfg, body["server_public_key"])
             if cfg.get("secure_sum"):
                 ss = cfg["secure_sum"]
-                rule = RoundRule(int(ss["min_devices"]) * int(ss["shares"]), False, int(ss["shares"]))
+                rule = RoundRule(int(ss["min_devices"]) * int(ss["shares"]), False, int(ss["shares"]), digest)
             else:
-                rule = RoundRule(int(cfg.get("min_batch", 0)), True, 1)
+                rule = RoundRule(int(cfg.get("min_batch", 0)), True, 1, digest)
             self._rules[round_id] = rule
         return self._rules[round_id]
 
@@ -126,22 +184,25 @@ class Forwarder:
         return max(self.s.min_batch, self.rule(round_id).min_messages)
 
     def release(self, round_id: str) -> int:
-        """Forward every buffered message of a round, shuffled, if there are >= the round's threshold."""
+        """Forward the round's batch: an unfinished one unchanged, else a new one
+        of every pending message if there are >= the round's threshold."""
         with self._lock:
-            items = self.buffer.take(round_id)
-            if len(items) < self.threshold(round_id):
+            items = self.buffer.form_batch(round_id, self.threshold(round_id))
+            if items is None:
                 return 0
-            secrets.SystemRandom().shuffle(items)
-            # One permutation of everything, posted in chunks (the server bounds a
-            # batch's size). A failed chunk leaves the buffer intact; the retry
-            # resends all, and the server counts each message id once.
-            for lo in range(0, len(items), FORWARD_CHUNK):
-                body = {"sealed": [base64.b64encode(s).decode() for _, s in items[lo:lo + FORWARD_CHUNK]]}
+            # One permutation, posted in near-equal chunks (the server bounds a
+            # batch's size). A failed chunk keeps the batch formed; the retry
+            # resends the same messages in the same order, and the server counts
+            # each message id once.
+            chunks = -(-len(items) // FORWARD_CHUNK)
+            for c in range(chunks):
+                part = items[c * len(items) // chunks:(c + 1) * len(items) // chunks]
+                body = {"sealed": [base64.b64encode(s).decode() for s in part]}
                 r = self.http.post(f"{self.s.server_url}/rounds/{round_id}/shuffled", json=body,
                                    headers={"Authorization": f"Bearer {self.s.token}"})
                 if r.status_code != 202:
                     raise RuntimeError(f"server refused the batch: {r.status_code} {r.text}")
-            self.buffer.forget(round_id, [d for d, _ in items])
+            self.buffer.finish_batch(round_id)
             self.forwarded += len(items)
             return len(items)
 
@@ -159,6 +220,20 @@ def create_app(settings: ShufflerSettings) -> FastAPI:
 
     app = FastAPI(title="shoal shuffler", version="0.1.0", lifespan=lifespan)
     app.state.forwarder = forwarder
+    limit = RateLimit(settings.enrol_per_minute)
+
+    @app.post("/enrol", status_code=201)
+    def enrol(body: EnrolIn, response: Response, authorization: Annotated[str | None, Header()] = None) -> dict[str, list[str]]:
+        """Issue device tokens (operator only, rate-limited): only enrolled devices
+        may submit, so a batch's count is of enrolled contributors."""
+        if not _bearer_ok(authorization, settings.enrol_token):
+            raise HTTPException(status_code=403, detail="enrolment needs the shuffler's enrolment token")
+        wait = limit.take(body.count)
+        if wait:
+            response.headers["Retry-After"] = str(int(wait) + 1)
+            raise HTTPException(status_code=429, detail=f"enrolment limit of {settings.enrol_per_minute} tokens "
+                                f"per minute reached; retry in {int(wait) + 1} s", headers={"Retry-After": str(int(wait) + 1)})
+        return {"tokens": buffer.enrol(body.count)}
 
     @app.get("/healthz")
     def healthz() -> dict[str, object]:
@@ -169,34 +244,51 @@ def create_app(settings: ShufflerSettings) -> FastAPI:
                            x_device_token: Annotated[str | None, Header()] = None) -> dict[str, int]:
         if not x_device_token or len(x_device_token) < 16:
             raise HTTPException(status_code=401, detail="X-Device-Token header (>= 16 chars) required")
+        if not await asyncio.to_thread(buffer.is_enrolled, x_device_token):
+            raise HTTPException(status_code=403, detail="device token not enrolled at this shuffler (tokens are "
+                                "issued by the operator through POST /enrol)")
         try:
             raws = [base64.b64decode(item, validate=True) for item in body.items]
         except ValueError as exc:
             raise HTTPException(status_code=422, detail="sealed messages must be base64") from exc
         if any(len(raw) > settings.max_sealed_bytes for raw in raws):
             raise HTTPException(status_code=413, detail=f"sealed message over {settings.max_sealed_bytes} bytes")
-        if len(raws) > 1:
-            try:
-                allowed = await asyncio.to_thread(forwarder.rule, round_id)
-            except (httpx.HTTPError, RuntimeError) as exc:
-                raise HTTPException(status_code=502, detail=f"cannot read the round's config: {exc}") from exc
-            if len(raws) != allowed.parts:
-                raise HTTPException(status_code=422, detail=f"round {round_id} takes {allowed.parts} parts per device, got {len(raws)}")
+        try:
+            allowed = await asyncio.to_thread(forwarder.rule, round_id)
+        except UnknownRound as exc:
+            raise HTTPException(status_code=404, detail=str(exc)) from exc
+        except TrustError as exc:
+            raise HTTPException(status_code=502, detail=f"the server's config does not verify: {exc}") from exc
+        except (httpx.HTTPError, RuntimeError) as exc:
+            raise HTTPException(status_code=502, detail=f"cannot read the round's config: {exc}") from exc
+        if body.config_digest != allowed.digest:
+            raise HTTPException(status_code=409, detail=(
+                f"config equivocation: the device verified config {body.config_digest[:16]}..., the shuffler's "
+                f"config for round {round_id} is {allowed.digest[:16]}...; message refused"))
+        if len(raws) != allowed.parts:
+            raise HTTPException(status_code=422, detail=f"round {round_id} takes {allowed.parts} parts per device, got {len(raws)}")
         if not await asyncio.wrap_future(adder.submit((round_id, x_device_token, raws))):
-            raise HTTPException(status_code=409, detail="this device already sent a message for this round")
+            raise HTTPException(status_code=409, detail="this device, or this sealed message, was already submitted for this round")
         return {"accepted": len(raws)}
 
     @app.post("/rounds/{round_id}/flush")
     def flush(round_id: str, authorization: Annotated[str | None, Header()] = None) -> dict[str, int]:
-        if authorization != f"Bearer {settings.token}":
+        if not _bearer_ok(authorization, settings.token):
             raise HTTPException(status_code=403, detail="flush needs the shuffler token")
         n = buffer.count(round_id)
         try:
             need = forwarder.threshold(round_id)
         except (httpx.HTTPError, RuntimeError) as exc:
             raise HTTPException(status_code=502, detail=f"cannot read the round's config: {exc}") from exc
-        if n < need:
+        if n < need and not buffer.rounds_ready(need).count(round_id):
             raise HTTPException(status_code=409, detail=f"only {n} messages buffered, below min_batch {need}")
         return {"forwarded": forwarder.release(round_id)}
+
+    @app.delete("/rounds/{round_id}", status_code=204)
+    def forget(round_id: str, authorization: Annotated[str | None, Header()] = None) -> None:
+        """Drop everything about a round (its member-hash key first): nothing of it remains."""
+        if not _bearer_ok(authorization, settings.token):
+            raise HTTPException(status_code=403, detail="deleting a round needs the shuffler token")
+        buffer.forget_round(round_id)
 
     return app

@@ -48,6 +48,7 @@ def _spawn(env: dict[str, str], port: int, db: str) -> subprocess.Popen[bytes]:
 def server(tmp_path: Path):
     port = free_port()
     env = dict(os.environ, SHOAL_OPERATOR_TOKEN="op-" + "x" * 20, SHOAL_SHUFFLER_TOKEN="sh-" + "y" * 20,
+               SHOAL_ENROL_TOKEN="en-" + "z" * 20,
                SHOAL_KEY_PATH=str(tmp_path / "key.pem"), SHOAL_MAX_BODY_BYTES=str(8 << 20), SHOAL_MAX_BATCH="5000")
     db = f"sqlite:///{tmp_path / 'shoal.db'}"
     proc = _spawn(env, port, db)

@@ -26,3 +26,17 @@ def max_log_ratio_lower_bound(c1: np.ndarray, c2: np.ndarray, alpha: float = 1e-
             r = np.log(lo_a) - np.log(hi_b)
         best = max(best, float(np.max(r)))
     return best
+
+
+def simultaneous_lower_bound(c1: np.ndarray, c2: np.ndarray, confidence: float = 0.95) -> float:
+    """A lower bound on the largest log likelihood ratio over all bins and both
+    directions that holds with ``confidence`` for all of them at once
+    (Bonferroni): the "95% lower bound" the bit-level audits compare with eps."""
+    c1, c2 = np.asarray(c1), np.asarray(c2)
+    return max_log_ratio_lower_bound(c1, c2, alpha=(1 - confidence) / (2 * c1.size))
+
+
+def joint_counts(codes1: np.ndarray, codes2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Histograms of two samples of integer bin codes over their common support."""
+    size = int(max(codes1.max(), codes2.max())) + 1
+    return np.bincount(codes1, minlength=size), np.bincount(codes2, minlength=size)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+
 from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse
 
@@ -13,6 +15,15 @@ router = APIRouter(tags=["health"])
 @router.get("/healthz")
 def healthz() -> dict[str, str]:
     return {"status": "ok"}
+
+
+@router.get("/server-key")
+def server_key(service: Service) -> dict[str, str]:
+    """The server's identity fingerprint and keys, for operators to distribute.
+    Devices must not trust this answer: they pin the fingerprint out of band."""
+    return {"fingerprint": service.identity.fingerprint,
+            "signing_key": base64.b64encode(service.identity.public_raw).decode(),
+            "server_public_key": service.public_key}
 
 
 @router.get("/metrics", response_class=PlainTextResponse)

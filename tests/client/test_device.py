@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from shoal.client.device import Device, TransportError
-from shoal.client.ledger import Ledger
+from shoal.client.ledger import Ledger, Spend
 from shoal.common.errors import PrivacyError
 
 
@@ -38,9 +38,64 @@ def test_device_refuses_rounds_beyond_its_cap(server, tmp_path):
 
 def test_ledger_survives_restarts(tmp_path):
     led = Ledger(tmp_path / "l.json", cap=4.0)
-    led.charge("r", 1.5, "{}")
+    led.record("r", Spend("local", 1.5), lambda: "{}")
     again = Ledger(tmp_path / "l.json", cap=4.0)
     assert again.spent == 1.5 and again.message_for("r") == "{}"
+
+
+def test_ledger_builds_a_rounds_message_once(tmp_path):
+    led = Ledger(tmp_path / "l.json", cap=4.0)
+    assert led.record("r", Spend("local", 1.0), lambda: "first") == "first"
+    assert led.record("r", Spend("local", 1.0), lambda: pytest.fail("re-randomised")) == "first"
+    assert led.spent == 1.0
+
+
+def test_secure_sum_rounds_are_recorded_without_a_local_spend(tmp_path):
+    led = Ledger(tmp_path / "l.json", cap=1.0)
+    led.record("refine", Spend("none", 0.0, central_epsilon=5.0, delta=1e-6), lambda: "{}")
+    assert led.spent == 0.0 and led.entries["refine"]["guarantee"] == "none"
+
+
+def test_a_secure_sum_spend_cannot_claim_local_epsilon():
+    with pytest.raises(PrivacyError, match="no local eps"):
+        Spend("none", 1.0)
+
+
+def _join_rounds(ledger: str, url: str, rounds: list[str], go: str) -> None:
+    """One process: wait for the start file, then join every round on the shared ledger."""
+    import time as _time
+    from pathlib import Path as _Path
+
+    while not _Path(go).exists():
+        _time.sleep(0.005)
+    dev = Device(url, ledger, cap=100.0)
+    for rid in rounds:
+        dev.participate(rid, [0.1, 0.2, 0.3])
+
+
+def test_eight_processes_on_one_ledger_send_one_report_per_round(server, tmp_path):
+    """Issue 12 acceptance: 8 processes sharing a ledger, each joining the same
+    10 rounds: exactly one report per round reaches the server, and the
+    ledger's total is the sum of its entries (each round charged once)."""
+    import json as _json
+    import multiprocessing
+
+    rounds = [_round(server, 1.0) for _ in range(10)]
+    ledger, go = str(tmp_path / "shared.json"), str(tmp_path / "go")
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_join_rounds, args=(ledger, server.url, rounds[i:] + rounds[:i], go))
+             for i in range(8)]
+    for p in procs:
+        p.start()
+    (tmp_path / "go").write_text("")
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    assert [httpx.get(server.url + f"/rounds/{rid}").json()["reports"] for rid in rounds] == [1] * 10
+    entries = _json.loads((tmp_path / "shared.json").read_text())["rounds"]
+    assert sorted(entries) == sorted(rounds)
+    led = Ledger(ledger, cap=100.0)
+    assert led.spent == pytest.approx(sum(e["epsilon"] for e in entries.values())) == pytest.approx(10.0)
 
 
 def test_unreachable_server_is_a_transport_error(tmp_path):

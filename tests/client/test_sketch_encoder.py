@@ -20,7 +20,7 @@ def test_messages_carry_real_then_imaginary_parts_and_n0():
     x = np.random.default_rng(0).normal(size=(30, 2))
     msgs = sketch_messages(x, np.array([10, 20]), cfg, np.random.default_rng(1))
     assert [m.n0 for m in msgs] == [10, 20] and len({m.message_id for m in msgs}) == 2
-    rows = sketch_rows(msgs, cfg.sketch.size)
+    rows = sketch_rows(msgs, cfg.sketch)
     assert rows.shape == (2, 2 * cfg.sketch.size + 1) and list(rows[:, -1]) == [10, 20]
 
 
@@ -30,7 +30,7 @@ def test_device_sketches_average_to_the_exact_sketch():
     cfg = derive_sketch_round(2000, 2, 2, 4.0, bound=BOUND, seed=3)
     rng = np.random.default_rng(2)
     x = rng.normal(size=(2000, 2))
-    rows = sketch_rows(sketch_messages(x, np.full(400, 5), cfg, rng), cfg.sketch.size)
+    rows = sketch_rows(sketch_messages(x, np.full(400, 5), cfg, rng), cfg.sketch)
     m = cfg.sketch.size
     mean = (rows[:, -1] @ (rows[:, :m] + 1j * rows[:, m:-1])) / rows[:, -1].sum()
     z = exact_sketch(cfg.bound.to_ball(x), cfg.omega())

@@ -32,3 +32,17 @@ def test_fwht_equals_the_hadamard_matrix_product():
     a = np.random.default_rng(0).standard_normal((m, 3))
     assert np.allclose(fwht(a), h @ a)
     assert np.allclose(h @ h.T, m * np.eye(m))
+
+
+@pytest.mark.parametrize("bound", [PublicBound(radius=0.5), PublicBound(low=(-1.0, -1.0), high=(1.0, 1.0))])
+@pytest.mark.parametrize("raw", [[1e308, 0.0], [-1e308, 1e308], [1e308, 1e308], [5e-324, 0.0], [-1e308, -1e-300]])
+def test_extreme_finite_inputs_map_into_the_ball_without_inf_or_nan(bound, raw):
+    with np.errstate(over="raise", invalid="raise", divide="raise"):  # underflow to subnormals is fine
+        y = bound.to_ball(np.array([raw]))
+    assert np.all(np.isfinite(y))
+    assert np.linalg.norm(y) <= 1 + 1e-12
+
+
+def test_a_point_far_outside_a_radius_lands_on_the_boundary_in_its_direction():
+    y = PublicBound(radius=0.5).to_ball(np.array([[3e307, -4e307]]))
+    assert np.allclose(y, [[0.6, -0.8]])

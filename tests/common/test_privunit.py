@@ -1,24 +1,44 @@
-"""PrivUnit: calibration, unbiasedness, and an empirical eps-LDP audit."""
+"""Codebook PrivUnit: exact calibration, variance close to continuous PrivUnit,
+unbiased on the wire and in simulation, the simulation path equal in law to
+the wire path, and one test per invalid parameter. (Its bit-level audits are
+in test_bit_level_audits.py.)"""
 
 import math
-from dataclasses import replace
+from fractions import Fraction
 
 import numpy as np
 import pytest
-from dp_audit import max_log_ratio_lower_bound
-from scipy import special
+from legacy_samplers import LegacyPrivUnit
+from scipy import stats
 
 from shoal.common.errors import ConfigError
-from shoal.common.privunit import PrivUnitParams, privatise
+from shoal.common.exact_sampling import DYADIC_ONE
+from shoal.common.privunit import (
+    PrivUnitParams,
+    cap_mask,
+    cap_members,
+    decode,
+    sample_decoded,
+    select,
+)
+
+KEY = 77
 
 
-@pytest.mark.parametrize("dim,eps", [(2, 1.0), (16, 4.0), (100, 3.0), (100, 8.0)])
-def test_calibration_meets_epsilon_exactly(dim, eps):
+@pytest.mark.parametrize("dim,eps", [(2, 1.0), (16, 4.0), (100, 3.0), (100, 7.5)])
+def test_calibration_meets_epsilon_with_its_exact_ratio(dim, eps):
     p = PrivUnitParams.calibrate(dim, eps)
-    sigma = p.cap_share
-    ratio = math.log(p.cap_probability / (1 - p.cap_probability)) + math.log((1 - sigma) / sigma)
-    assert ratio <= eps + 1e-9
-    assert ratio >= eps - 1e-6
+    num, den = p.ratio
+    assert math.log(Fraction(num, den)) <= eps
+    assert math.log(Fraction(num, den)) > eps - 1e-6  # and spends it: A is the largest that fits
+    assert p.event.cap_numerator * (p.candidates - p.cap) == num
+
+
+@pytest.mark.parametrize("dim,eps", [(2, 1.0), (10, 3.0), (16, 6.0), (100, 4.5), (100, 7.5)])
+def test_variance_is_within_3_percent_of_continuous_privunit(dim, eps):
+    codebook = PrivUnitParams.calibrate(dim, eps).expected_sq_norm
+    continuous = 1 / LegacyPrivUnit.calibrate(dim, eps).scale ** 2
+    assert codebook <= 1.03 * continuous
 
 
 def test_variance_beats_duchi_at_eps_4_d_100():
@@ -27,78 +47,108 @@ def test_variance_beats_duchi_at_eps_4_d_100():
     assert p.expected_sq_norm < duchi / 3
 
 
-@pytest.mark.parametrize("dim,eps", [(3, 1.0), (20, 4.0)])
-def test_privunit_estimator_is_unbiased(dim, eps):
+@pytest.mark.parametrize("dim,eps,n", [(3, 1.0, 64), (8, 6.0, 128)])
+def test_wire_estimator_is_unbiased(dim, eps, n):
     rng = np.random.default_rng(1)
-    p = PrivUnitParams.calibrate(dim, eps)
+    p = PrivUnitParams.calibrate(dim, eps, candidates=n)
     x = np.zeros(dim)
     x[0], x[1] = 0.6, -0.3
-    n = 200_000
-    z = privatise(np.repeat(x[None, :], n, axis=0), p, rng)
-    se = math.sqrt(p.expected_sq_norm / dim / n)
-    assert np.all(np.abs(z.mean(axis=0) - x) < 5 * se)
+    trials = 60_000
+    nonce, index = select(np.repeat(x[None, :], trials, axis=0), p, KEY, rng)
+    z = decode(nonce, index, p, KEY)
+    se = math.sqrt(p.expected_sq_norm / dim / trials)
+    assert np.all(np.abs(z.mean(axis=0) - x) < 4.5 * se)
     assert np.allclose((z * z).sum(1), p.expected_sq_norm)
 
 
-def _audit(params, n=200_000, seed=2):
-    rng = np.random.default_rng(seed)
-    d = params.dim
-    u1 = np.zeros(d)
-    u1[0] = 1.0
-    out = []
-    for u in (u1, -u1):
-        z = privatise(np.repeat(u[None, :], n, axis=0), params, rng)
-        t = z[:, 0] * params.scale  # <V, e1>
-        edges = np.array([-1.0, -params.gamma, 0.0, params.gamma, 1.0 + 1e-9])
-        out.append(np.histogram(t, bins=np.unique(edges))[0])
-    return max_log_ratio_lower_bound(out[0], out[1])
+@pytest.mark.parametrize("dim,eps", [(3, 1.0), (20, 4.0), (100, 7.5)])
+def test_simulation_estimator_is_unbiased(dim, eps):
+    rng = np.random.default_rng(2)
+    p = PrivUnitParams.calibrate(dim, eps)
+    x = np.zeros(dim)
+    x[0], x[1] = 0.6, -0.3
+    trials = 400_000
+    z = sample_decoded(np.repeat(x[None, :], trials, axis=0), p, rng)
+    se = math.sqrt(p.expected_sq_norm / dim / trials)
+    assert np.all(np.abs(z.mean(axis=0) - x) < 5 * se)
 
 
-@pytest.mark.parametrize("dim,eps", [(5, 1.0), (16, 3.0)])
-def test_privunit_is_eps_ldp(dim, eps):
-    params = PrivUnitParams.calibrate(dim, eps)
-    assert _audit(params) <= eps
+@pytest.mark.parametrize("dim,eps,n", [(4, 2.0, 64), (12, 6.0, 256)])
+def test_simulation_path_has_the_wire_paths_distribution(dim, eps, n):
+    """<z, e1> and the norm of the orthogonal part: wire vs order-statistics sampler."""
+    p = PrivUnitParams.calibrate(dim, eps, candidates=n)
+    x = np.zeros((30_000, dim))
+    x[:, 0] = 1.0
+    wire = decode(*select(x, p, KEY, np.random.default_rng(3)), p, KEY)
+    sim = sample_decoded(x, p, np.random.default_rng(4))
+    assert stats.ks_2samp(wire[:, 0], sim[:, 0]).pvalue > 1e-3
+    assert stats.ks_2samp(wire[:, 1], sim[:, 1]).pvalue > 1e-3
 
 
-def test_audit_catches_a_miscalibrated_privunit():
-    good = PrivUnitParams.calibrate(5, 2.0)
-    # Claim eps = 1.2 for a mechanism whose true ratio is e^2 (bypassing validation).
-    bad = object.__new__(PrivUnitParams)
-    for k, v in vars(replace(good)).items():
-        object.__setattr__(bad, k, v)
-    object.__setattr__(bad, "epsilon", 1.2)
-    assert _audit(bad) > 1.2
+def test_cap_holds_exactly_k_indices_and_breaks_ties_by_index():
+    scores = np.array([[0.5, 0.9, 0.5, 0.5, 0.1]])
+    assert cap_mask(scores, 3).tolist() == [[True, True, True, False, False]]
+    assert cap_mask(np.random.default_rng(0).normal(size=(50, 40)), 7).sum(axis=1).tolist() == [7] * 50
+
+
+def test_a_device_picks_its_cap_with_the_exact_cap_probability():
+    p = PrivUnitParams.calibrate(5, 2.0, candidates=32)
+    x = np.zeros((100_000, 5))
+    x[:, 2] = 1.0
+    nonce, index = select(x, p, KEY, np.random.default_rng(5))
+    share = cap_members(nonce, index, x, p, KEY).mean()
+    q = p.cap_numerator / DYADIC_ONE
+    assert abs(share - q) < 5 * math.sqrt(q * (1 - q) / x.shape[0])
+
+
+def test_a_nonce_regenerates_the_same_candidates_on_the_server():
+    p = PrivUnitParams.calibrate(6, 3.0, candidates=64)
+    nonce, index = select(np.full((5, 6), 0.1), p, KEY, np.random.default_rng(6))
+    assert np.array_equal(decode(nonce, index, p, KEY), decode(nonce.copy(), index.copy(), p, KEY))
+    assert not np.allclose(decode(nonce, index, p, KEY), decode(nonce, index, p, KEY + 1))
+
+
+def _valid(**change):
+    base = dict(dim=3, epsilon=1.0, candidates=64, cap=8, cap_numerator=DYADIC_ONE // 4)
+    return PrivUnitParams(**{**base, **change})
 
 
 def test_rejects_dim_below_two():
     with pytest.raises(ConfigError, match="dim >= 2"):
-        PrivUnitParams(dim=1, epsilon=1.0, gamma=0.1, cap_probability=0.6)
+        _valid(dim=1)
 
 
 def test_rejects_nonpositive_epsilon():
     with pytest.raises(ConfigError, match="epsilon"):
-        PrivUnitParams(dim=3, epsilon=0.0, gamma=0.1, cap_probability=0.6)
+        _valid(epsilon=0.0)
 
 
-def test_rejects_gamma_outside_open_interval():
-    with pytest.raises(ConfigError, match="gamma"):
-        PrivUnitParams(dim=3, epsilon=1.0, gamma=1.0, cap_probability=0.6)
+def test_rejects_too_few_candidates():
+    with pytest.raises(ConfigError, match="candidates N"):
+        _valid(candidates=1, cap=1)
 
 
-def test_rejects_cap_probability_outside_open_interval():
-    with pytest.raises(ConfigError, match="p must be"):
-        PrivUnitParams(dim=3, epsilon=1.0, gamma=0.1, cap_probability=1.0)
+def test_rejects_a_cap_as_large_as_the_codebook():
+    with pytest.raises(ConfigError, match="cap K"):
+        _valid(cap=64)
 
 
-def test_rejects_parameters_whose_ratio_exceeds_epsilon():
-    a = 1.0
-    sigma = float(special.betaincc(a, a, 0.55))
-    assert sigma > 0
+def test_rejects_a_cap_numerator_outside_the_open_interval():
+    with pytest.raises(ConfigError, match="cap numerator"):
+        _valid(cap_numerator=DYADIC_ONE)
+
+
+def test_rejects_a_cap_less_likely_than_its_complement():
+    with pytest.raises(ConfigError, match="less likely"):
+        _valid(cap_numerator=DYADIC_ONE // 100)
+
+
+def test_rejects_parameters_whose_exact_ratio_exceeds_epsilon():
     with pytest.raises(ConfigError, match="likelihood ratio"):
-        PrivUnitParams(dim=3, epsilon=0.1, gamma=0.1, cap_probability=0.9)
+        _valid(cap_numerator=DYADIC_ONE // 2)
 
 
 def test_rejects_points_of_the_wrong_dimension():
-    p = PrivUnitParams.calibrate(4, 1.0)
+    p = PrivUnitParams.calibrate(4, 1.0, candidates=16)
     with pytest.raises(ConfigError, match="dim 4"):
-        privatise(np.zeros((2, 3)), p, np.random.default_rng(0))
+        select(np.zeros((2, 3)), p, KEY, np.random.default_rng(0))

@@ -102,11 +102,11 @@ def test_sketch_is_eps_ldp(r, n0):
 
 @dataclass(frozen=True)
 class _PrintedProposition1(SketchParams):
-    """Noise with Prop. 1's sigma exactly as printed (alpha instead of sqrt(alpha))."""
+    """Noise with Prop. 1's sigma exactly as printed (alpha instead of sqrt(alpha)):
+    the noise scale, hence the sensitivity it is calibrated to, is sqrt(alpha) smaller."""
 
-    def laplace_scale(self, n0):
-        sigma = 4 * math.sqrt(2) * self.alpha * self.size / (np.sqrt(n0) * self.epsilon)
-        return np.asarray(sigma / (2 * np.sqrt(self.alpha * self.size * np.asarray(n0))), dtype=float)
+    def sensitivity(self, n0):
+        return super().sensitivity(n0) * math.sqrt(self.alpha)
 
 
 def test_printed_proposition_1_fails_the_audit_when_masks_subsample():
@@ -140,7 +140,8 @@ def test_noise_variance_is_the_papers_eq_6_for_equal_devices():
     n0, big_l, z2 = 30, 7, 0.35
     sigma2 = 32 * p.alpha * p.size**2 / (n0 * p.epsilon**2)  # Eq. (7) with the sqrt(alpha) sigma
     paper = (1 - p.alpha * z2 + sigma2) / (p.alpha * n0 * big_l)
-    assert noise_variance(p, np.full(big_l, n0), z2) == pytest.approx(paper * (1 + 1e-5) ** 2, rel=1e-4)
+    # The exact noise sits on a grid with a rounded-up scale: never less, at most ~2% more.
+    assert paper * (1 + 1e-5) ** 2 <= noise_variance(p, np.full(big_l, n0), z2) <= 1.02 * paper
 
 
 def test_shuffle_sketch_noise_is_at_the_central_level():

@@ -25,10 +25,7 @@ def test_partitions_merge_to_the_single_pass_sums():
     one.add(batch)
     parts = [LevelAccumulator(cfg), LevelAccumulator(cfg)]
     for p, sl in zip(parts, (slice(0, 1000), slice(1000, 3000)), strict=True):
-        from shoal.common.messages import ReportBatch
-
-        p.add(ReportBatch(batch.round_id, batch.hist_level[sl], batch.hist_seed[sl], batch.hist_bucket[sl],
-                          batch.vec_level[sl], batch.vec_row[sl], batch.vec[sl]))
+        p.add(batch.select(sl))
     parts[0].merge(parts[1])
     assert parts[0].n_devices == one.n_devices
     assert np.array_equal(parts[0].hist, one.hist)

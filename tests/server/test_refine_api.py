@@ -41,6 +41,10 @@ def test_refine_round_takes_one_lloyd_step_with_composed_privacy(server):
                    json={"epsilon": 1.0, "delta": 1e-7, "min_devices": 1000})
     assert r.status_code == 201, r.text
     ref = r.json()
+    # A second refine round on the same parent (never filled): its budget counts too.
+    r2 = httpx.post(server.url + f"/rounds/{parent}/refine", headers=server.op_headers(),
+                    json={"epsilon": 0.5, "delta": 1e-8, "min_devices": 1000})
+    assert r2.status_code == 201, r2.text
     sealed, cfg = _sealed_shares(ds, ref)
     shuffler = {"Authorization": f"Bearer {server.shuffler}"}
     rng = np.random.default_rng(1)
@@ -59,8 +63,9 @@ def test_refine_round_takes_one_lloyd_step_with_composed_privacy(server):
     lloyd = np.array([ball[lab == j].mean(0) for j in range(3)])
     assert np.abs(np.array(res["ball_centers"]) - lloyd).max() < 0.05
     pr = res["privacy"]
-    assert pr["central_epsilon"] == first["privacy"]["central_epsilon"] + 1.0
-    assert pr["delta"] == 1e-7 and pr["device_epsilon"] is None
+    assert pr["central_epsilon"] == first["privacy"]["central_epsilon"] + 1.0 + 0.5
+    assert pr["delta"] == 1e-7 + 1e-8 and pr["device_epsilon"] is None
+    assert len(pr["rounds"]) == 3 and "not collude" in pr["guarantees"][0]["words"]
     # A refine round takes no direct reports.
     r = httpx.post(server.url + f"/rounds/{ref['id']}/reports", json={})
     assert r.status_code in (409, 422)

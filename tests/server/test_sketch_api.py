@@ -11,6 +11,7 @@ import pytest
 from shoal.client.device import Device
 from shoal.client.sketch_encoder import sketch_messages, sketch_shares
 from shoal.common.bounds import PublicBound
+from shoal.common.errors import PrivacyError
 from shoal.common.messages import sealed_share_parts
 from shoal.common.sketch import exact_sketch, noise_variance
 from shoal.common.sketch_round import sketch_round_from_dict
@@ -52,7 +53,10 @@ def test_local_sketch_round_with_devices_of_many_records(server, tmp_path):
     rnd = _create(server)
     rid, cfg = rnd["id"], sketch_round_from_dict(rnd["config"])
     assert cfg.sketch.size == 10 * 3 * 4 and rnd["config"]["kind"] == "sketch"
-    device = Device(server.url, tmp_path / "ledger.json")
+    # A device's user may own all 1000 records: its ledger charges 1000 x eps (user level).
+    with pytest.raises(PrivacyError, match="needs epsilon 1000"):
+        Device(server.url, tmp_path / "small.json", cap=10.0).participate(rid, ds.points[:1000])
+    device = Device(server.url, tmp_path / "ledger.json", cap=2000.0)
     assert device.participate(rid, ds.points[:1000]) == {"accepted": 1, "duplicates": 0}
     msgs = [m.model_dump(mode="json") for m in sketch_messages(ds.points[1000:], np.full(19, 1000), cfg)]
     r = httpx.post(server.url + f"/rounds/{rid}/reports/batch", json={"messages": msgs}, timeout=60)
@@ -70,7 +74,7 @@ def test_local_sketch_round_with_devices_of_many_records(server, tmp_path):
     assert res["privacy"]["device_epsilon"] == 1.0
     assert res["privacy"]["model"] == "local" and res["privacy"]["reports"] == ["ScrambledSketchEvent"]
     assert _relative_sse(ds, res["centers"]) < 1.5
-    assert device.ledger.spent == 1.0
+    assert device.ledger.spent == 1000.0
 
 
 def test_shuffle_model_sketch_round_sums_shares_with_central_noise(server):

@@ -36,7 +36,7 @@ def test_local_round_of_devices_with_many_records_is_decoded():
     x = _data(50_000)
     cfg = derive_sketch_round(50_000, 3, 3, 1.0, bound=PublicBound(radius=5.0), seed=2)
     acc = SketchAccumulator(cfg)
-    acc.add_sketches(sketch_rows(sketch_messages(x, np.full(50, 1000), cfg, np.random.default_rng(1)), cfg.sketch.size))
+    acc.add_sketches(sketch_rows(sketch_messages(x, np.full(50, 1000), cfg, np.random.default_rng(1)), cfg.sketch))
     res = SketchDecoder(seed=0).decode(acc)
     assert res.centers.shape == (3, 3) and res.sizes.sum() == pytest.approx(50_000)
     assert _relative(x, res.centers) < 1.2
@@ -51,7 +51,7 @@ def test_local_round_of_devices_with_many_records_is_decoded():
 def test_accumulators_merge_like_one_pass():
     x = _data(2000)
     cfg = derive_sketch_round(2000, 3, 3, 1.0, bound=PublicBound(radius=5.0), seed=2)
-    rows = sketch_rows(sketch_messages(x, np.full(20, 100), cfg, np.random.default_rng(1)), cfg.sketch.size)
+    rows = sketch_rows(sketch_messages(x, np.full(20, 100), cfg, np.random.default_rng(1)), cfg.sketch)
     one, a, b = SketchAccumulator(cfg), SketchAccumulator(cfg), SketchAccumulator(cfg)
     one.add_sketches(rows)
     a.add_sketches(rows[:7])
@@ -79,7 +79,7 @@ def test_shuffle_round_is_decoded_from_shares_with_central_noise():
     local = derive_sketch_round(20_000, 3, 3, 1.0, **kw)
     lacc = SketchAccumulator(local)
     lacc.add_sketches(sketch_rows(sketch_messages(x, np.ones(20_000, dtype=np.int64), local, np.random.default_rng(5)),
-                                  local.sketch.size))
+                                  local.sketch))
     lres = SketchDecoder(seed=0).decode(lacc)
     assert lres.diagnostics["snr_estimated"] < 1 < res.diagnostics["snr_estimated"]
     assert _relative(x, lres.centers) > 2 * shuffle_rel

@@ -1,0 +1,49 @@
+"""Who each privacy guarantee holds against, and what it assumes (DESIGN.md,
+"Privacy": threat model). Every round's privacy statement carries this
+block, in words and as fields, so no number is quoted without its adversary.
+
+Adversaries: a *curious server* (reads everything it stores), a *colluding
+shuffler* (the server also learns who sent what), a *hostile server* (lies
+in configs, hands out per-device keys, injects messages).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+PIN = ("devices and the shuffler pin the server's identity key out of band and verify every round config "
+       "(signed configs; devices send the digest of what they verified, the shuffler refuses any other)")
+SYBIL = ("device tokens are self-asserted: the shuffler counts distinct tokens and sealed messages, not "
+         "distinct people, so Sybil devices (or messages the server injects through the shuffler's public "
+         "endpoint) are not excluded from the count")
+
+
+def local_guarantee(epsilon: float) -> dict[str, Any]:
+    """A pure eps-LDP report: holds against every adversary, assumes nothing."""
+    return {"epsilon": epsilon, "delta": 0.0,
+            "against": ["curious server", "colluding shuffler", "hostile server"],
+            "assumes": ["the device's randomness is its own (OS entropy) and its ledger refuses rounds beyond "
+                        "its cap"],
+            "words": f"each device's report is {epsilon:g}-LDP as sent, whoever reads it"}
+
+
+def shuffled_guarantee(epsilon: float, delta: float, min_batch: int) -> dict[str, Any]:
+    """Amplification by shuffling: the server's view of batches of >= min_batch messages."""
+    return {"epsilon": epsilon, "delta": delta, "against": ["curious server", "hostile server"],
+            "assumes": ["the shuffler does not collude with the server",
+                        f"every released batch holds at least {min_batch} messages of distinct devices "
+                        "(the shuffler never releases fewer, and re-sends a formed batch unchanged)",
+                        PIN, SYBIL],
+            "words": f"({epsilon:g}, {delta:g})-DP for the server's view of any shuffled batch of at least "
+                     f"{min_batch} distinct devices, if the shuffler does not collude with the server"}
+
+
+def secure_sum_guarantee(epsilon: float, delta: float, min_devices: int) -> dict[str, Any]:
+    """Split-and-mix secure summation: central only; one device's shares alone are not private."""
+    return {"epsilon": epsilon, "delta": delta, "against": ["curious server", "hostile server"],
+            "assumes": ["the shuffler does not collude with the server",
+                        f"at least {min_devices} honest devices add their noise shares to the one flush",
+                        PIN, SYBIL],
+            "words": f"({epsilon:g}, {delta:g})-DP for the server's view of the sum of at least {min_devices} "
+                     "devices, if the shuffler does not collude; no local guarantee (a device's shares alone "
+                     "reveal its value plus a small share of the noise)"}

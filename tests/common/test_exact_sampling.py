@@ -1,0 +1,125 @@
+"""Exact samplers: their distributions equal the exact pmfs (chi-square), and
+the rational probabilities they claim are the ones they draw."""
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from shoal.common.errors import ConfigError
+from shoal.common.exact_sampling import (
+    DYADIC_ONE,
+    bernoulli_dyadic,
+    bernoulli_exp_neg,
+    discrete_laplace,
+    discrete_laplace_variance,
+    dyadic_below,
+    grr_keep_numerator,
+    laplace_scale_fraction,
+    log_ratio_upper,
+)
+
+
+def _chi2_pvalue(counts, probs):
+    keep = probs * counts.sum() >= 5
+    obs = np.r_[counts[keep], counts[~keep].sum()]
+    exp = np.r_[probs[keep], probs[~keep].sum()] * counts.sum()
+    return stats.chisquare(obs, exp).pvalue
+
+
+@pytest.mark.parametrize("t,s", [(3, 1), (7, 2), (1, 4), (5000, 1024)])
+def test_discrete_laplace_matches_its_exact_pmf(t, s):
+    rng = np.random.default_rng(11)
+    z = discrete_laplace(t, s, 400_000, rng)
+    q = math.exp(-s / t)
+    width = int(10 * t / s) + 2
+    ks = np.arange(-width, width + 1)
+    probs = (1 - q) / (1 + q) * q ** np.abs(ks)
+    counts = np.array([(z == k).sum() for k in ks]) if width < 60 else np.histogram(z, np.r_[ks, width + 1])[0]
+    assert counts.sum() >= 0.999 * z.size
+    assert _chi2_pvalue(counts, probs / probs.sum()) > 1e-4
+    assert z.var() == pytest.approx(discrete_laplace_variance(t, s), rel=0.02)
+
+
+@pytest.mark.parametrize("num,den", [(0, 5), (3, 7), (5, 5)])
+def test_bernoulli_exp_neg_has_probability_exp_minus_gamma(num, den):
+    rng = np.random.default_rng(12)
+    b = bernoulli_exp_neg(np.full(400_000, num), den, rng)
+    p = math.exp(-num / den)
+    assert abs(b.mean() - p) < 5 * math.sqrt(p * (1 - p) / b.size) + 1e-12
+
+
+def test_bernoulli_dyadic_is_one_uniform_integer_comparison():
+    """Replaying the same generator shows each coin is integers(0, 2^32) < A."""
+    a = 1_234_567_890
+    got = bernoulli_dyadic(a, 1000, np.random.default_rng(5))
+    ints = np.random.default_rng(5).integers(0, DYADIC_ONE, size=1000, dtype=np.int64)
+    assert np.array_equal(got, ints < a)
+
+
+def test_dyadic_below_is_exactly_below():
+    for p in (0.1, 1 / 3, 0.999999, 2**-40):
+        a = dyadic_below(p)
+        assert Fraction(a, DYADIC_ONE) <= Fraction(p) < Fraction(a + 1, DYADIC_ONE)
+
+
+@pytest.mark.parametrize("eps,g", [(0.5, 2), (4.0, 56), (8.0, 2048)])
+def test_grr_keep_numerator_meets_epsilon_with_its_exact_ratio(eps, g):
+    a = grr_keep_numerator(eps, g)
+    ratio = Fraction(a * (g - 1), DYADIC_ONE - a)
+    assert math.log(ratio) <= eps
+    assert math.log(Fraction((a + 2) * (g - 1), DYADIC_ONE - a - 2)) > eps - 1e-6  # and is the largest (up to 2)
+
+
+def test_laplace_scale_fraction_is_at_least_sensitivity_over_epsilon():
+    for sens, eps in ((1, 0.1), (29164, 1.0), (7, 8.0)):
+        t, s = laplace_scale_fraction(sens, eps)
+        assert Fraction(t, s) >= Fraction(sens) / Fraction(eps)
+        assert Fraction(t - 1, s) < Fraction(sens) / Fraction(eps)
+
+
+def test_log_ratio_upper_bounds_the_log():
+    assert log_ratio_upper(3, 2) >= math.log(1.5)
+    assert log_ratio_upper(3, 2) - math.log(1.5) < 1e-11
+
+
+def test_discrete_laplace_rejects_a_zero_scale():
+    with pytest.raises(ConfigError, match="scale"):
+        discrete_laplace(0, 1, 10, np.random.default_rng(0))
+
+
+def test_discrete_laplace_rejects_a_zero_denominator():
+    with pytest.raises(ConfigError, match="scale"):
+        discrete_laplace(3, 0, 10, np.random.default_rng(0))
+
+
+def test_bernoulli_exp_neg_rejects_gamma_above_one():
+    with pytest.raises(ConfigError, match="num <= den"):
+        bernoulli_exp_neg(np.array([4]), 3, np.random.default_rng(0))
+
+
+def test_bernoulli_dyadic_rejects_a_numerator_above_one():
+    with pytest.raises(ConfigError, match="dyadic numerator"):
+        bernoulli_dyadic(DYADIC_ONE + 1, 3, np.random.default_rng(0))
+
+
+def test_dyadic_below_rejects_a_probability_above_one():
+    with pytest.raises(ConfigError, match="probability"):
+        dyadic_below(1.5)
+
+
+def test_grr_rejects_a_single_outcome():
+    with pytest.raises(ConfigError, match="outcomes"):
+        grr_keep_numerator(1.0, 1)
+
+
+def test_laplace_scale_rejects_zero_sensitivity():
+    with pytest.raises(ConfigError, match="sensitivity"):
+        laplace_scale_fraction(0, 1.0)
+
+
+def test_log_ratio_rejects_non_positive_integers():
+    with pytest.raises(ConfigError, match="positive"):
+        log_ratio_upper(0, 1)
