@@ -82,15 +82,19 @@ def load_or_create_key(path: Path) -> X25519PrivateKey:
             raise EnvelopeError(f"{path} does not hold an X25519 private key")
         return key
     key = X25519PrivateKey.generate()
-    pem = key.private_bytes(
+    write_secret(path, key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
+    ))
+    return key
+
+
+def write_secret(path: Path, data: bytes) -> None:
+    """Write a private key file atomically (temp file, fsync, rename), mode 0600."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as f:
-        f.write(pem)
+        f.write(data)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    return key

@@ -47,9 +47,10 @@ class PrivUnitEvent:
 class ScrambledSketchEvent:
     """A scrambled sketch (seed 002, Def. 3): the masked mean of a device's
     n0 random Fourier feature vectors (m entries, r of them kept per record)
-    plus real Laplace noise of scale 2 sqrt(2) sqrt(m) / (n0 eps) on each of
-    the 2m real coordinates: eps-DP for replacing one of the device's records
-    (``sketch.py``, Prop. 1 re-derived)."""
+    rounded to a public grid, plus exact discrete Laplace noise calibrated to
+    the integer L1 sensitivity on that grid (about 2 sqrt(2) sqrt(m) / (n0
+    eps) in real units) on each of the 2m real coordinates: eps-DP for
+    replacing one of the device's records (``sketch.py``, Prop. 1 re-derived)."""
 
     epsilon: float
     size: int

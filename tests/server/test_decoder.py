@@ -43,7 +43,7 @@ def test_result_carries_a_privacy_statement():
 
     cfg = derive_config(20_000, 10, 3, 2.0, seed=1)
     acc = LevelAccumulator(cfg)
-    acc.add(encode_arrays(np.random.default_rng(0).uniform(-0.3, 0.3, (20_000, 10)), cfg))
+    acc.add(encode_arrays(np.random.default_rng(0).uniform(-0.3, 0.3, (20_000, 10)), cfg, wire=False))
     res = TreeDecoder(np.random.default_rng(0)).decode(acc)
     assert res.privacy["device_epsilon"] == pytest.approx(2.0)
     assert res.privacy["reports"] == ["LocalHashingEvent", "PrivUnitEvent"]

@@ -35,7 +35,7 @@ def test_tree_finds_every_cluster_of_a_clear_mixture():
     ds = paper_mixture(200_000, d=20, k=4, seed=2)
     cfg = derive_config(ds.points.shape[0], 20, 4, 8.0, seed=2)
     acc = LevelAccumulator(cfg)
-    acc.add(encode_arrays(ds.points, cfg, np.random.default_rng(0)))
+    acc.add(encode_arrays(ds.points, cfg, np.random.default_rng(0), wire=False))  # the decoder, not the wire
     space = node_space(cfg)
     tree = build_tree(space, FrequencyOracle(acc, PublicRandomness.from_config(cfg)), cfg)
     core = tree.coreset_nodes()
