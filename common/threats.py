@@ -13,9 +13,9 @@ from typing import Any
 
 PIN = ("devices and the shuffler pin the server's identity key out of band and verify every round config "
        "(signed configs; devices send the digest of what they verified, the shuffler refuses any other)")
-SYBIL = ("device tokens are self-asserted: the shuffler counts distinct tokens and sealed messages, not "
-         "distinct people, so Sybil devices (or messages the server injects through the shuffler's public "
-         "endpoint) are not excluded from the count")
+SYBIL = ("the shuffler counts distinct enrolled device tokens (issued by the operator at POST /enrol, "
+         "rate-limited) and distinct sealed messages: made-up tokens and injected messages are refused, but one "
+         "party holding many enrolled tokens counts as many devices (Sybils are not counted out)")
 
 
 def local_guarantee(epsilon: float) -> dict[str, Any]:
