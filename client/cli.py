@@ -96,9 +96,15 @@ def _client_report(args: argparse.Namespace) -> int:
         return 2
     import os
 
-    out = Device(args.server, args.ledger, cap=args.cap, shuffler_url=args.shuffler_url,
-                 device_token=args.device_token or os.environ.get("SHOAL_DEVICE_TOKEN"), server_key=args.server_key,
-                 allow_no_local_guarantee=args.allow_no_local_guarantee).participate(args.round, point)
+    from shoal.common.errors import ShoalError
+
+    try:
+        out = Device(args.server, args.ledger, cap=args.cap, shuffler_url=args.shuffler_url,
+                     device_token=args.device_token or os.environ.get("SHOAL_DEVICE_TOKEN"), server_key=args.server_key,
+                     allow_no_local_guarantee=args.allow_no_local_guarantee).participate(args.round, point)
+    except ShoalError as exc:  # a refused config, a spent budget, an unreachable server: one clear line
+        print(f"shoal client report: {exc}", file=sys.stderr)
+        return 1
     print(json.dumps(out))
     return 0
 

@@ -118,3 +118,13 @@ def test_client_report_command(server, tmp_path):
         capture_output=True, text=True, check=True,
     )
     assert '"accepted": 1' in out.stdout
+
+
+def test_client_report_refuses_a_config_under_another_pin_with_a_clear_line(server, tmp_path):
+    rid = _round(server)
+    out = subprocess.run(
+        [sys.executable, "-m", "shoal.client.cli", "client", "report", "--server", server.url, "--round", rid,
+         "--point", "0.1,0.2,0.3", "--ledger", str(tmp_path / "l.json"), "--server-key", "sha256:" + "0" * 64],
+        capture_output=True, text=True,
+    )
+    assert out.returncode == 1 and "not the pinned server key" in out.stderr and "Traceback" not in out.stderr
