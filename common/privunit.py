@@ -204,25 +204,35 @@ def candidate_vectors(
 
     Public randomness (no privacy rests on its floating point): a SplitMix64
     stream per (key, nonce, index), one 64-bit hash per pair of coordinates
-    split into two 32-bit uniforms, Box-Muller Gaussians in float32 (radius
-    capped at 6.66 sd: a 3e-11 tail), normalised in float64. Random access:
-    the server regenerates candidate J alone."""
+    split into two 32-bit uniforms, Box-Muller Gaussians (radius capped at
+    6.66 sd: a 3e-11 tail), normalised in float64. Random access: the server
+    regenerates candidate J alone."""
     with np.errstate(over="ignore"):
         base = mix64(mix64(np.asarray(nonces, dtype=np.uint64) ^ np.uint64(key)) ^ np.asarray(indices, dtype=np.uint64))
         pairs = (dim + 1) // 2
         j = np.arange(1, pairs + 1, dtype=np.uint64)
         h = mix64(base[..., None] ^ (j * _STREAM))
-    u1 = ((h >> np.uint64(32)).astype(np.float32) + np.float32(1.0)) * np.float32(2.0**-32)  # (0, 1]
-    u2 = (h & np.uint64(0xFFFFFFFF)).astype(np.float32) * np.float32(2.0**-32)
-    r = np.sqrt(np.float32(-2.0) * np.log(u1))
-    ang = np.float32(_TWO_PI) * u2
+    u1, u2 = box_muller_uniforms(h)
+    r = np.sqrt(-2.0 * np.log(u1)).astype(np.float32)  # > 1.5e-5: a candidate is never the zero vector
+    ang = (_TWO_PI * u2).astype(np.float32)
     g = np.concatenate([r * np.cos(ang), r * np.sin(ang)], axis=-1)[..., :dim].astype(np.float64)
     return np.asarray(g / np.linalg.norm(g, axis=-1, keepdims=True))
 
 
+def box_muller_uniforms(h: NDArray[np.uint64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Two uniforms from each 64-bit hash, in float64 (exact): u1 strictly
+    inside (0, 1) (in float32 the top values round to 1, log(1) = 0 and a
+    candidate could be the zero vector), and u2 in [0, 1) for the angle."""
+    u1 = ((h >> np.uint64(32)).astype(np.float64) + 0.5) * 2.0**-32
+    u2 = (h & np.uint64(0xFFFFFFFF)).astype(np.float64) * 2.0**-32
+    return u1, u2
+
+
 def cap_mask(scores: NDArray[np.float64], k: int) -> NDArray[np.bool_]:
     """C(u) as a mask over the last axis: the K largest scores, ties broken by
-    lowest index (a deterministic function of the scores; O(N) per row)."""
+    lowest index (a deterministic function of the scores; O(N) per row). A
+    NaN score counts as -inf, so the cap always holds exactly K indices."""
+    scores = np.where(np.isnan(scores), -np.inf, scores)
     big = scores.shape[-1]
     kth = np.partition(scores, big - k, axis=-1)[..., big - k : big - k + 1]
     above = scores > kth

@@ -15,6 +15,7 @@ from shoal.common.errors import ConfigError
 from shoal.common.exact_sampling import DYADIC_ONE
 from shoal.common.privunit import (
     PrivUnitParams,
+    box_muller_uniforms,
     cap_mask,
     cap_members,
     decode,
@@ -89,6 +90,19 @@ def test_cap_holds_exactly_k_indices_and_breaks_ties_by_index():
     scores = np.array([[0.5, 0.9, 0.5, 0.5, 0.1]])
     assert cap_mask(scores, 3).tolist() == [[True, True, True, False, False]]
     assert cap_mask(np.random.default_rng(0).normal(size=(50, 40)), 7).sum(axis=1).tolist() == [7] * 50
+
+
+def test_the_cap_holds_exactly_k_indices_even_with_nan_scores():
+    scores = np.array([[0.3, np.nan, 0.1, 0.9], [np.nan, np.nan, np.nan, np.nan]])
+    assert cap_mask(scores, 1).sum(axis=1).tolist() == [1, 1]
+    assert cap_mask(scores, 3).sum(axis=1).tolist() == [3, 3]
+
+
+def test_candidate_uniforms_stay_inside_the_open_interval_at_the_extreme_hashes():
+    h = np.array([0, 1, 2**32 - 1, 2**64 - 2**31, 2**64 - 1], dtype=np.uint64)
+    u1, u2 = box_muller_uniforms(h)
+    assert np.all((u1 > 0) & (u1 < 1)) and np.all((u2 >= 0) & (u2 < 1))
+    assert np.all(np.sqrt(-2 * np.log(u1)) > 1e-5)
 
 
 def test_a_device_picks_its_cap_with_the_exact_cap_probability():
