@@ -193,7 +193,7 @@ def _refine(args: argparse.Namespace, ds: Dataset, rid: str, server_url: str, sh
     # Every simulated device computes its own shares (vectorised here for speed).
     shares = encode_devices(contributions(ds.points, cfg), cfg.secure_sum, np.random.default_rng())
     bodies, urls, heads = _to_shuffler(_parts_bodies(shares, key, ref_id, config_digest(rnd["config"], rnd["server_public_key"])),
-                                       f"{shuffler_url}/rounds/{ref_id}/messages")
+                                       f"{shuffler_url}/rounds/{ref_id}/messages", args.enrol_token)
     t = time.perf_counter()
     failures = send_devices(bodies, urls, heads, args.concurrency, args.workers, not args.json)
     send_s = time.perf_counter() - t
@@ -220,10 +220,9 @@ def enrol_tokens(shuffler_url: str, enrol_token: str, n: int) -> list[str]:
     return tokens
 
 
-def _to_shuffler(bodies: list[bytes], url: str) -> tuple[list[bytes], list[str], list[dict[str, str]]]:
+def _to_shuffler(bodies: list[bytes], url: str, enrol_token: str) -> tuple[list[bytes], list[str], list[dict[str, str]]]:
     """Each body to the shuffler's ``url`` with an enrolled device token of its own."""
-    base = url.split("/rounds/")[0]
-    tokens = enrol_tokens(base, os.environ.get("SHOAL_ENROL_TOKEN", ""), len(bodies))
+    tokens = enrol_tokens(url.split("/rounds/")[0], enrol_token, len(bodies))
     heads = [{"content-type": "application/json", "X-Device-Token": t} for t in tokens]
     return bodies, [url] * len(bodies), heads
 
@@ -243,7 +242,7 @@ def _device_bodies(args: argparse.Namespace, ds: Dataset, rnd: dict[str, Any], s
     n = ds.points.shape[0]
 
     def via_shuffler(bodies: list[bytes]) -> tuple[list[bytes], list[str], list[dict[str, str]]]:
-        return _to_shuffler(bodies, f"{shuffler_url}/rounds/{rid}/messages")
+        return _to_shuffler(bodies, f"{shuffler_url}/rounds/{rid}/messages", args.enrol_token)
 
     messages: list[Any]
     if is_sketch(rnd["config"]):
@@ -285,8 +284,9 @@ def run_sim(args: argparse.Namespace) -> int:
     else:
         services = Services(args.via_shuffler, args.min_batch)
         server_url, shuffler_url = services.server_url, services.shuffler_url
-        os.environ["SHOAL_ENROL_TOKEN"] = services.env["SHOAL_ENROL_TOKEN"]  # the operator's, for enrol_tokens
         op_token = services.env["SHOAL_OPERATOR_TOKEN"]
+    # The operator's enrolment credential at the shuffler (enrol_tokens): ours, or the environment's.
+    args.enrol_token = services.env["SHOAL_ENROL_TOKEN"] if services else os.environ.get("SHOAL_ENROL_TOKEN", "")
     try:
         op = {"Authorization": f"Bearer {op_token}"}
         b = ds.bound

@@ -280,7 +280,7 @@ def create_app(settings: ShufflerSettings) -> FastAPI:
             need = forwarder.threshold(round_id)
         except (httpx.HTTPError, RuntimeError) as exc:
             raise HTTPException(status_code=502, detail=f"cannot read the round's config: {exc}") from exc
-        if n < need and not buffer.rounds_ready(need).count(round_id):
+        if n < need and not buffer.has_formed(round_id):
             raise HTTPException(status_code=409, detail=f"only {n} messages buffered, below min_batch {need}")
         return {"forwarded": forwarder.release(round_id)}
 

@@ -126,6 +126,11 @@ class Buffer:
             ).fetchall()
         return [r[0] for r in rows]
 
+    def has_formed(self, round_id: str) -> bool:
+        """A formed batch of the round waits to be (re-)sent."""
+        with self._lock:
+            return self._conn.execute("SELECT 1 FROM formed WHERE round_id = ? LIMIT 1", (round_id,)).fetchone() is not None
+
     def form_batch(self, round_id: str, threshold: int) -> list[bytes] | None:
         """The round's batch to send: the formed one if a send is unfinished, else
         a new one of every pending message if there are >= ``threshold``, else None."""
