@@ -9,6 +9,7 @@ from (n expected, d, k, eps) and documents each choice.
 from __future__ import annotations
 
 import math
+import numbers
 import secrets
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
@@ -102,6 +103,11 @@ class RoundConfig:
             raise ConfigError(f"encoder must be one of {ENCODERS}, got {self.encoder!r}")
         if self.model not in MODELS:
             raise ConfigError(f"model must be one of {MODELS}, got {self.model!r}")
+        for name in ("k", "dim", "levels", "proj_dim", "hist_buckets", "hist_pool", "vec_columns_log2", "seed",
+                     "n_expected", "vec_candidates", "vec_cap", "min_batch"):
+            v = getattr(self, name)
+            if not isinstance(v, numbers.Integral) or isinstance(v, bool):
+                raise ConfigError(f"{name} must be an integer, got {v!r}")
         if not 0 <= self.levels <= 40:
             raise ConfigError(f"levels must be in [0, 40], got {self.levels}")
         if not 1 <= self.proj_dim <= self.dim:
@@ -164,6 +170,17 @@ class RoundConfig:
         if self.eps_hist <= 0 or self.levels == 0:
             return None
         return LocalHashingParams(self.eps_hist, self.hist_buckets, self.hist_pool)
+
+    def decode_bytes(self, devices: int | None = None) -> int:
+        """Memory a decode of ``devices`` reports (default n_expected) needs, in
+        bytes: the per-level tables (``LevelAccumulator``) twice (the oracles'
+        transforms copy them) and, per report, its decoded vector (three
+        copies of d floats while the codebook is replayed) and its columns."""
+        n = self.n_expected if devices is None else devices
+        t, d = self.levels + 1, self.dim
+        hist = t * self.hist_pool * self.hist_buckets * 8 if self.levels > 0 and self.eps_hist > 0 else 0
+        vec = t * (1 << self.vec_columns_log2) * d * 8 if self.eps_vec > 0 else 0
+        return 2 * (hist + vec) + n * (3 * d * 8 + 64)
 
     @property
     def vec_params(self) -> PrivUnitParams | None:

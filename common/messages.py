@@ -156,6 +156,13 @@ class ReportBatch:
             if getattr(self, name).shape != (n,):
                 raise ReportError(f"{name} has shape {getattr(self, name).shape}, expected ({n},)")
         has_h = self.hist_level >= 0
+        has_v = self.vec_level >= 0
+        # A device sends every report its round kind requires (issue 13: 200,000
+        # empty messages were counted as devices and inflated published sizes).
+        if config.hist_params is not None and not np.all(has_h):
+            raise ReportError(f"{int(np.sum(~has_h))} message(s) carry no hist report; this round needs one in every message")
+        if config.vec_params is not None and not np.all(has_v):
+            raise ReportError(f"{int(np.sum(~has_v))} message(s) carry no vec report; this round needs one in every message")
         if config.hist_params is None and np.any(has_h):
             raise ReportError("this round takes no histogram reports")
         if np.any(has_h & ((self.hist_level < 1) | (self.hist_level > config.levels))):
@@ -164,7 +171,6 @@ class ReportBatch:
             raise ReportError(f"histogram seed index outside 0..{config.hist_pool - 1}")
         if np.any(has_h & ((self.hist_bucket < 0) | (self.hist_bucket >= config.hist_buckets))):
             raise ReportError(f"histogram bucket outside 0..{config.hist_buckets - 1}")
-        has_v = self.vec_level >= 0
         if config.vec_params is None and np.any(has_v):
             raise ReportError("this round takes no vector reports")
         if np.any(has_v & (self.vec_level > config.levels)):

@@ -62,6 +62,11 @@ class RefineConfig:
             )
         self.bound.check_dim(self.dim)
 
+    def decode_bytes(self, devices: int | None = None) -> int:
+        """Memory a decode needs, in bytes: every device's shares (L + 1 words each) at once."""
+        n = self.secure_sum.max_devices if devices is None else devices
+        return 8 * n * self.secure_sum.shares * (self.secure_sum.length + 1)
+
     @property
     def center_array(self) -> NDArray[np.float64]:
         return np.asarray(self.centers, dtype=np.float64)

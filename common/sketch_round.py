@@ -62,6 +62,15 @@ class SketchRoundConfig:
     secure_sum: SecureSumParams | None = None
     restarts: int = 3
 
+    def decode_bytes(self, devices: int | None = None) -> int:
+        """Memory a decode needs, in bytes: every stored row (a sketch of 2m
+        reals or a secure-sum share of L + 1 words) loaded at once, plus
+        CL-OMPR's frequencies (m x d) and its m x k atom matrix (complex)."""
+        n = self.n_expected if devices is None else devices
+        m, d = self.sketch.size, self.dim
+        row = 2 * m + 1 if self.secure_sum is None else self.secure_sum.shares * (self.secure_sum.length + 1)
+        return 8 * (n * row + 2 * m * d + 4 * m * self.k)
+
     def __post_init__(self) -> None:
         if self.k < 1:
             raise ConfigError(f"sketch round k must be >= 1, got {self.k}")

@@ -5,7 +5,16 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    FiniteFloat,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from shoal.common.messages import DeviceMessage, SketchMessage
 
@@ -24,13 +33,64 @@ class BoundIn(BaseModel):
         return self
 
 
+class TreeKnobsIn(BaseModel):
+    """``tuning.tree``: the decoder's search (``config.TreeParams``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    a: StrictInt | None = Field(None, ge=1, le=64)
+    gamma_steps: StrictInt | None = Field(None, ge=1, le=1000)
+    noise_z: FiniteFloat | None = Field(None, ge=0, le=100)
+    max_nodes_per_level: StrictInt | None = Field(None, ge=2, le=10_000_000)
+
+
+class TreeTuningIn(BaseModel):
+    """Overrides of a tree round's derived parameters (``derive_config``);
+    unknown keys are refused by name, integers must be integers."""
+
+    model_config = ConfigDict(extra="forbid")
+    levels: StrictInt | None = Field(None, ge=0, le=40)
+    proj_dim: StrictInt | None = Field(None, ge=1, le=10_000)
+    vec_share: FiniteFloat | None = Field(None, ge=0, le=1)
+    eps_hist: FiniteFloat | None = Field(None, ge=0, le=50)
+    eps_vec: FiniteFloat | None = Field(None, ge=0, le=50)
+    root_share: FiniteFloat | None = Field(None, gt=0, le=1)
+    hist_buckets: StrictInt | None = Field(None, ge=2, le=1 << 20)
+    hist_pool: StrictInt | None = Field(None, ge=1, le=1 << 16)
+    vec_columns_log2: StrictInt | None = Field(None, ge=0, le=20)
+    seed: StrictInt | None = Field(None, ge=0, lt=1 << 63)
+    vec_candidates: StrictInt | None = Field(None, ge=2, le=1 << 16)
+    vec_cap: StrictInt | None = Field(None, ge=1, lt=1 << 16)
+    amplification_bound: Literal["fmt21-numerical", "fmt21-closed-form"] | None = None
+    tree: TreeKnobsIn | None = None
+
+
+class SketchTuningIn(BaseModel):
+    """Overrides of a sketch round's derived parameters (``derive_sketch_round``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    size: StrictInt | None = Field(None, ge=1, le=1 << 20)
+    measurements: StrictInt | None = Field(None, ge=1, le=1 << 20)
+    restarts: StrictInt | None = Field(None, ge=1, le=20)
+    max_devices: StrictInt | None = Field(None, ge=2, le=10**9)
+
+
+def _tuning_error(exc: ValidationError) -> str:
+    """One line per problem, naming the key: ``tuning.levels: Input should be a valid integer``."""
+    parts = []
+    for e in exc.errors():
+        where = ".".join(str(p) for p in ("tuning", *e.get("loc", ())))
+        msg = "unknown key" if e.get("type") == "extra_forbidden" else e.get("msg", "")
+        parts.append(f"{where}: {msg}")
+    return "; ".join(parts)
+
+
 class CreateRoundIn(BaseModel):
     """What an operator gives; every other parameter is derived (``derive_config``)."""
 
     model_config = ConfigDict(extra="forbid")
     k: int = Field(ge=1, le=1000)
     dim: int = Field(ge=1, le=10_000)
-    epsilon: float = Field(gt=0, le=50)
+    epsilon: float = Field(ge=1e-3, le=50, description="below 1e-3 no round can locate anything")
     n_expected: int = Field(ge=1, le=10**9)
     encoder: Literal["lsh", "nettree", "sketch"] = Field(
         "lsh", description="sketch: scrambled compressive sketches decoded by CL-OMPR (common/sketch_round.py)")
@@ -40,7 +100,21 @@ class CreateRoundIn(BaseModel):
     min_batch: int | None = Field(None, ge=2, le=10**9, description=(
         "shuffle model only: smallest batch released (sketch rounds: fewest devices whose noise shares give the guarantee)"))
     bound: BoundIn = Field(default_factory=lambda: BoundIn(radius=1.0))
-    tuning: dict[str, Any] = Field(default_factory=dict)
+    tuning: dict[str, Any] = Field(default_factory=dict, description=(
+        "expert overrides: TreeTuningIn's fields for lsh/nettree rounds, SketchTuningIn's for sketch rounds"))
+
+    @model_validator(mode="after")
+    def _tuning_fields(self) -> CreateRoundIn:
+        """Every override is checked here, by name and type; only the keys given
+        are kept (the rest stay derived)."""
+        model: type[BaseModel] = SketchTuningIn if self.encoder == "sketch" else TreeTuningIn
+        try:
+            checked = model.model_validate(self.tuning)
+        except ValidationError as exc:
+            raise ValueError(f"{_tuning_error(exc)} (known keys for a {self.encoder} round: "
+                             f"{', '.join(model.model_fields)})") from exc
+        self.tuning = checked.model_dump(exclude_none=True)
+        return self
 
     @model_validator(mode="after")
     def _shuffle_fields(self) -> CreateRoundIn:
@@ -91,9 +165,23 @@ class BatchIn(BaseModel):
     messages: list[DeviceMessage | SketchMessage] = Field(min_length=1)
 
 
+class RefusedOut(BaseModel):
+    """One item of a shuffled batch the server did not store, and why."""
+
+    index: int = Field(description="position of the item in the posted batch")
+    reason: Literal["undecryptable", "malformed", "wrong_round", "invalid"]
+    detail: str
+
+
 class AcceptedOut(BaseModel):
     accepted: int
     duplicates: int
+
+
+class ShuffledOut(AcceptedOut):
+    """A shuffled batch's outcome, item by item."""
+
+    refused: list[RefusedOut] = Field(description="items not stored, and why (never retry them)")
 
 
 class SealedBatchIn(BaseModel):

@@ -9,9 +9,12 @@ from fastapi.responses import JSONResponse
 from shoal.common.envelope import EnvelopeError
 from shoal.common.errors import ConfigError, DecodeError, PrivacyError, ReportError, ShoalError
 from shoal.server.service import RoundStateError
-from shoal.server.store import UnknownRound
+from shoal.server.store import StorageUnavailable, UnknownRound
+
+RETRY_AFTER_SECONDS = 5  # what a 503 asks the client to wait
 
 STATUS: list[tuple[type[ShoalError], int]] = [
+    (StorageUnavailable, 503),
     (UnknownRound, 404),
     (RoundStateError, 409),
     (DecodeError, 409),
@@ -40,4 +43,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(ShoalError)
     async def _shoal_error(request: Request, exc: ShoalError) -> JSONResponse:
-        return JSONResponse(status_code=status_for(exc), content={"detail": str(exc), "error": type(exc).__name__})
+        status = status_for(exc)
+        headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 503 else None
+        return JSONResponse(status_code=status, content={"detail": str(exc), "error": type(exc).__name__},
+                            headers=headers)

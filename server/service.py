@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
 import secrets
+import socket
 import threading
 import time
 from collections import Counter
@@ -17,10 +19,17 @@ from typing import Any, TypeAlias
 
 import numpy as np
 from numpy.typing import NDArray
+from pydantic import ValidationError
 
 from shoal.common.accounting import central_guarantee
 from shoal.common.bounds import PublicBound
-from shoal.common.config import RoundConfig, config_from_dict, config_to_dict, derive_config
+from shoal.common.config import (
+    RoundConfig,
+    TreeParams,
+    config_from_dict,
+    config_to_dict,
+    derive_config,
+)
 from shoal.common.envelope import EnvelopeError, load_or_create_key, open_sealed, public_key_bytes
 from shoal.common.errors import ConfigError, ReportError, ShoalError
 from shoal.common.events import RoundsEvent
@@ -64,6 +73,7 @@ class RoundStateError(ShoalError):
 
 
 Pending = tuple[str, list[str], ReportBatch]
+Refused = tuple[int, str, str]  # a shuffled item's index, reason category, detail
 AnyReport: TypeAlias = DeviceMessage | SketchMessage
 AnyConfig: TypeAlias = RoundConfig | RefineConfig | SketchRoundConfig
 
@@ -81,7 +91,8 @@ class RoundService:
         self.metrics: Counter[str] = Counter()
         self.decode_seconds: list[float] = []
         self._configs: dict[str, AnyConfig] = {}
-        self._decoding = threading.Lock()
+        # Who holds a decode lease: host, pid, and a per-start nonce.
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         # Held while reports commit and while a round leaves "open": a report is
         # either committed before decoding starts (and decoded) or refused.
         self._state_lock = threading.Lock()
@@ -95,29 +106,41 @@ class RoundService:
         # Open loop at 1000/s, 50 connections: p99 5.0 ms against 7.4 ms with
         # the thread; saturation 3016/s against 2737/s. Batches keep the thread.
         self._loop_group: list[tuple[Pending, asyncio.Future[int]]] = []
+        self.recover_stranded()
 
     # -- rounds --
     def create(self, inp: CreateRoundIn) -> RoundRow:
         b = inp.bound
         bound = PublicBound(radius=b.radius, low=tuple(b.low) if b.low else None, high=tuple(b.high) if b.high else None)
         round_id = secrets.token_hex(8)
+        tuning = dict(inp.tuning)  # checked by name and type at the edge (api_models.TreeTuningIn)
+        cfg: SketchRoundConfig | RoundConfig
         if inp.encoder == "sketch":
-            try:
-                sk = derive_sketch_round(
-                    inp.n_expected, inp.dim, inp.k, inp.epsilon, bound=bound, seed=secrets.randbits(63),
-                    model=inp.model, delta=inp.delta or 0.0, min_devices=inp.min_batch or 0, round_id=round_id,
-                    **inp.tuning,
-                )
-            except TypeError as exc:
-                raise ConfigError(f"sketch round tuning: {exc}") from exc
-            self.store.create_round(round_id, sketch_round_to_dict(sk))
+            cfg = derive_sketch_round(
+                inp.n_expected, inp.dim, inp.k, inp.epsilon, bound=bound, seed=secrets.randbits(63),
+                model=inp.model, delta=inp.delta or 0.0, min_devices=inp.min_batch or 0, round_id=round_id,
+                **tuning,
+            )
+            self._check_budget(cfg.decode_bytes())
+            self.store.create_round(round_id, sketch_round_to_dict(cfg))
             return self.store.get_round(round_id)
+        if "tree" in tuning:
+            tuning["tree"] = TreeParams(**tuning["tree"])
         cfg = derive_config(
             inp.n_expected, inp.dim, inp.k, inp.epsilon, encoder=inp.encoder, bound=bound,
-            round_id=round_id, model=inp.model, delta=inp.delta or 0.0, min_batch=inp.min_batch or 0, **inp.tuning,
+            round_id=round_id, model=inp.model, delta=inp.delta or 0.0, min_batch=inp.min_batch or 0, **tuning,
         )
+        self._check_budget(cfg.decode_bytes())
         self.store.create_round(round_id, config_to_dict(cfg))
         return self.store.get_round(round_id)
+
+    def _check_budget(self, need: int) -> None:
+        """Refuse a round whose decode would not fit the decode-memory budget."""
+        budget = self.settings.decode_memory_bytes
+        if need > budget:
+            raise ConfigError(f"decoding this round would need about {_gib(need)} of memory, over the server's "
+                              f"decode budget of {_gib(budget)} (SHOAL_DECODE_MEMORY_BYTES): lower k, dim, "
+                              "n_expected or the tuning, or raise the budget")
 
     def create_refine(self, parent_id: str, inp: RefineIn) -> RoundRow:
         """A refine round on a done round's centers (``common/refine.py``)."""
@@ -132,6 +155,7 @@ class RoundService:
         round_id = secrets.token_hex(8)
         ref = derive_refine(parent_id, np.asarray(ball), bound, inp.epsilon, inp.delta, inp.min_devices,
                             inp.max_devices, round_id=round_id)
+        self._check_budget(ref.decode_bytes())
         self.store.create_round(round_id, refine_to_dict(ref))
         return self.store.get_round(round_id)
 
@@ -194,7 +218,10 @@ class RoundService:
             raise RoundStateError(f"round {round_id} is {state}, not open")
 
     def get(self, round_id: str) -> RoundRow:
-        return self.store.get_round(round_id)
+        row = self.store.get_round(round_id)
+        if row.state == "decoding" and self.recover_stranded(only=round_id):
+            row = self.store.get_round(round_id)
+        return row
 
     def close(self, round_id: str) -> None:
         with self._state_lock:
@@ -202,9 +229,11 @@ class RoundService:
             self._set_state(round_id, "closed")
 
     def delete(self, round_id: str) -> None:
-        self.store.get_round(round_id)
+        """Delete a round and its reports in one transaction; refused (409)
+        while a live decode holds the round's lease."""
         with self._state_lock:
-            self.store.delete_round(round_id)
+            if not self.store.delete_round(round_id, time.time()):
+                raise RoundStateError(f"round {round_id} is decoding: it can be deleted once the decode ends")
             self._configs.pop(round_id, None)
             self._states.pop(round_id, None)
 
@@ -287,48 +316,78 @@ class RoundService:
             self._require_open(round_id)
             return self.store.add_payloads(round_id, message_ids, rows)
 
-    def ingest_sealed(self, round_id: str, sealed: list[str]) -> tuple[int, int]:
+    def ingest_sealed(self, round_id: str, sealed: list[str]) -> tuple[int, int, list[Refused]]:
+        """A shuffled batch, item by item (issue 13: one poison message used to
+        make the server refuse the whole batch, and the shuffler re-sent it
+        forever). Every item that opens, parses and fits the round is stored;
+        the others come back as (index, reason, detail) and are not retried.
+        Returns (new, duplicates, refused). Refusing a whole batch is left to
+        round-level errors (unknown, closed round). Secure-sum rounds keep their
+        all-or-nothing decode: a refused share makes the sum fail loudly."""
         secure = self._secure_sum(round_id)
+        sketch = self.sketch_config(round_id)
         model: type[ShareMessage | SketchMessage | DeviceMessage] = (
-            ShareMessage if secure is not None else SketchMessage if self.sketch_config(round_id) else DeviceMessage)
-        messages = []
-        for item in sealed:
+            ShareMessage if secure is not None else SketchMessage if sketch is not None else DeviceMessage)
+        if secure is None and sketch is not None and sketch.model != "local":
+            raise RoundStateError(f"round {round_id} takes only secure-sum shares")
+        if secure is None and sketch is None:
+            self.config(round_id)
+        self._require_open(round_id)
+        kept: list[tuple[int, Any]] = []
+        refused: list[Refused] = []
+        for i, item in enumerate(sealed):
             try:
                 raw = base64.b64decode(item, validate=True)
-                messages.append(model.model_validate_json(open_sealed(raw, self.key, round_id)))
-            except (ValueError, EnvelopeError) as exc:
-                # ValueError covers bad base64 and pydantic's ValidationError alike.
-                self.metrics["rejected_sealed"] += 1
-                if isinstance(exc, EnvelopeError):
-                    raise
-                raise EnvelopeError(f"sealed message is malformed: {exc}") from exc
-        if secure is None:
-            reports = [m for m in messages if isinstance(m, DeviceMessage | SketchMessage)]
-            if any(m.round_id != round_id for m in reports):
-                raise ReportError(f"a report for another round was sent to {round_id}")
-            return self.ingest(round_id, reports)
-        shares = [m for m in messages if isinstance(m, ShareMessage)]
-        if any(m.round_id != round_id for m in shares):
-            raise ReportError(f"a share for another round was sent to {round_id}")
-        try:
-            values = share_array(shares, secure)
-        except ShoalError:
-            self.metrics["rejected_invalid"] += len(shares)
-            raise
-        return self._count(self._store_rows(round_id, [m.message_id for m in shares], values), len(shares))
+                msg = model.model_validate_json(open_sealed(raw, self.key, round_id))
+            except EnvelopeError as exc:
+                refused.append((i, "undecryptable", str(exc)))
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first.get("loc", ()))
+                refused.append((i, "malformed", f"{where}: {first.get('msg', '')}" if where else first.get("msg", "")))
+            except ValueError:
+                refused.append((i, "malformed", "not base64"))
+            else:
+                if msg.round_id != round_id:
+                    refused.append((i, "wrong_round", f"a message for round {msg.round_id!r}"))
+                else:
+                    kept.append((i, msg))
+
+        def convert(msgs: list[Any]) -> Any:
+            if secure is not None:
+                return share_array(msgs, secure)
+            if sketch is not None:
+                return sketch_rows(msgs, sketch.sketch)
+            return ReportBatch.from_messages(msgs, self.config(round_id))
+
+        valid, data = _valid_part(kept, convert, refused)
+        self.metrics["rejected_sealed"] += len(refused)
+        if not valid:
+            return 0, 0, sorted(refused)
+        ids = [m.message_id for m in valid]
+        if secure is None and sketch is None:
+            new = self.committer.submit((round_id, ids, data)).result()
+        else:
+            new = self._store_rows(round_id, ids, data)
+        self._count(new, len(valid))
+        return new, len(valid) - new, sorted(refused)
 
     # -- decoding --
     def cluster(self, round_id: str) -> dict[str, Any]:
+        """Decode under a lease (``store.take_lease``): renewed while the decode
+        runs, and the result written only if this process still holds it."""
         refine = self.refine_config(round_id)
         sketch = self.sketch_config(round_id)
         cfg = self.config(round_id) if refine is None and sketch is None else None
-        with self._decoding, self._state_lock:
-            state = self.state(round_id)
-            if state == "decoding":
-                raise RoundStateError(f"round {round_id} is already decoding")
+        with self._state_lock:
             if self.store.count_reports(round_id) == 0:
                 raise RoundStateError(f"round {round_id} has no reports to decode")
-            self._set_state(round_id, "decoding")
+            now = time.time()
+            if not self.store.take_lease(round_id, self.holder, now + self.settings.decode_lease_seconds, now):
+                raise RoundStateError(f"round {round_id} is already decoding")
+            self._states[round_id] = "decoding"
+        stop = threading.Event()
+        threading.Thread(target=self._heartbeat, args=(round_id, stop), daemon=True, name="decode-lease").start()
         t = time.perf_counter()
         try:
             if refine is not None:
@@ -342,11 +401,40 @@ class RoundService:
                 acc.add(batch)
                 result = _result_dict(round_id, TreeDecoder(np.random.default_rng()).decode(acc))
         except Exception as exc:
-            self._set_state(round_id, "failed", error=f"{type(exc).__name__}: {exc}")
+            stop.set()
+            self._end_decode(round_id, "failed", error=f"{type(exc).__name__}: {exc}")
             raise
+        stop.set()
         self.decode_seconds.append(time.perf_counter() - t)
-        self._set_state(round_id, "done", result=result)
+        self._end_decode(round_id, "done", result=result)
         return result
+
+    def _heartbeat(self, round_id: str, stop: threading.Event) -> None:
+        """Renew the decode's lease every third of its length until ``stop``."""
+        lease = self.settings.decode_lease_seconds
+        while not stop.wait(lease / 3):
+            if not self.store.renew_lease(round_id, self.holder, time.time() + lease):
+                return
+
+    def _end_decode(self, round_id: str, state: str, **kw: Any) -> None:
+        with self._state_lock:
+            ok = self.store.end_lease(round_id, self.holder, state, **kw)
+            self._states.pop(round_id, None)
+        if not ok:
+            raise RoundStateError(f"round {round_id}: this decode lost its lease (the round was deleted or its "
+                                  "lease expired and another decode took it); its result was discarded")
+
+    def recover_stranded(self, only: str | None = None) -> list[str]:
+        """Rounds left ``decoding`` by a server that is gone go back to ``closed``:
+        the lease expired, or its holder was a process on this host that no
+        longer runs. Called at start-up and when a decoding round is read."""
+        now, back = time.time(), []
+        for rid, holder, until in self.store.leases():
+            if (only is None or rid == only) and holder != self.holder and (until < now or _dead_here(holder)):
+                if self.store.free_lease(rid, holder):
+                    back.append(rid)
+                self._states.pop(rid, None)
+        return back
 
     def _decode_refine(self, round_id: str, refine: RefineConfig) -> dict[str, Any]:
         """Add every share mod q, check that none is missing, and take one Lloyd step.
@@ -398,6 +486,49 @@ class RoundService:
         if row.state != "done" or row.result is None:
             raise RoundStateError(f"round {round_id} has no result yet (state {row.state})")
         return row.result
+
+
+def _gib(n: int) -> str:
+    return f"{n / (1 << 30):.3g} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.3g} MiB"
+
+
+def _dead_here(holder: str) -> bool:
+    """Was ``holder`` (host:pid:nonce) a process on this host that has exited?"""
+    host, _, rest = holder.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def _valid_part(
+    items: list[tuple[int, Any]], convert: Any, refused: list[Refused]
+) -> tuple[list[Any], Any]:
+    """The messages of ``items`` that ``convert`` accepts, and their converted
+    form. Converted as one batch; only if that fails (a poison message), one
+    by one to name the culprits (appended to ``refused``), then the rest again."""
+    msgs = [m for _, m in items]
+    if not msgs:
+        return [], None
+    try:
+        return msgs, convert(msgs)
+    except ShoalError:
+        pass
+    good = []
+    for i, m in items:
+        try:
+            convert([m])
+        except ShoalError as exc:
+            refused.append((i, "invalid", str(exc)))
+        else:
+            good.append(m)
+    return good, (convert(good) if good else None)
 
 
 def _result_dict(round_id: str, res: ClusteringResult) -> dict[str, Any]:

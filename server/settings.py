@@ -4,7 +4,12 @@ SHOAL_DB_URL (default ``sqlite:///shoal.db``), SHOAL_KEY_PATH (default
 ``shoal-server-key.pem``), SHOAL_OPERATOR_TOKEN and SHOAL_SHUFFLER_TOKEN
 (generated and printed at start when unset, which is refused unless the
 server binds a loopback address), SHOAL_MAX_BATCH (default 10,000 messages)
-and SHOAL_MAX_BODY_BYTES (default 64 MiB).
+SHOAL_MAX_BODY_BYTES (default 64 MiB) and SHOAL_DECODE_LEASE_SECONDS
+(default 30: how long a decode's lease lasts without renewal, so how long a
+round stays ``decoding`` after its server died on another host) and
+SHOAL_DECODE_MEMORY_BYTES (default 8 GiB: rounds whose decode would need
+more are refused at creation with a 422 naming the memory).
+Tokens must have at least 16 characters.
 """
 
 from __future__ import annotations
@@ -26,6 +31,9 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+MIN_TOKEN_CHARS = 16  # bearer tokens shorter than this are refused at start
+
+
 @dataclass(frozen=True)
 class Settings:
     db_url: str = "sqlite:///shoal.db"
@@ -36,10 +44,15 @@ class Settings:
     max_batch: int = 10_000
     max_body_bytes: int = 64 << 20
     generated_tokens: bool = False
+    decode_lease_seconds: float = 30.0
+    decode_memory_bytes: int = 8 << 30
 
     def __post_init__(self) -> None:
         if not self.operator_token or not self.shuffler_token:
             raise ConfigError("operator and shuffler tokens must be set")
+        for name, tok in (("SHOAL_OPERATOR_TOKEN", self.operator_token), ("SHOAL_SHUFFLER_TOKEN", self.shuffler_token)):
+            if len(tok) < MIN_TOKEN_CHARS:
+                raise ConfigError(f"{name} is too short: {len(tok)} characters, at least {MIN_TOKEN_CHARS} are required")
         if self.operator_token == self.shuffler_token:
             raise ConfigError("the operator and shuffler tokens must differ")
         if self.generated_tokens and not is_loopback(self.host):
@@ -47,6 +60,10 @@ class Settings:
                 f"refusing to serve on {self.host} with generated tokens: set "
                 "SHOAL_OPERATOR_TOKEN and SHOAL_SHUFFLER_TOKEN"
             )
+        if not 1.0 <= self.decode_lease_seconds <= 3600.0:
+            raise ConfigError(f"SHOAL_DECODE_LEASE_SECONDS={self.decode_lease_seconds} is outside 1..3600")
+        if self.decode_memory_bytes < 1 << 20:
+            raise ConfigError(f"SHOAL_DECODE_MEMORY_BYTES={self.decode_memory_bytes} is below 1 MiB")
         if self.max_batch < 1 or self.max_body_bytes < 1024:
             raise ConfigError(f"bad limits: max_batch={self.max_batch}, max_body_bytes={self.max_body_bytes}")
 
@@ -65,4 +82,6 @@ def load_settings(host: str = "127.0.0.1", db_url: str | None = None) -> Setting
         max_batch=int(env.get("SHOAL_MAX_BATCH", "10000")),
         max_body_bytes=int(env.get("SHOAL_MAX_BODY_BYTES", str(64 << 20))),
         generated_tokens=generated,
+        decode_lease_seconds=float(env.get("SHOAL_DECODE_LEASE_SECONDS", "30")),
+        decode_memory_bytes=int(env.get("SHOAL_DECODE_MEMORY_BYTES", str(8 << 30))),
     )

@@ -12,11 +12,13 @@ Device identities are never stored: a report row has no sender.
 from __future__ import annotations
 
 import abc
+import contextlib
 import json
+import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -28,6 +30,7 @@ from shoal.common.messages import ReportBatch
 
 ROUND_STATES = ("open", "closed", "decoding", "done", "failed")
 _COLUMNS = "round_id, message_id, hist_level, hist_seed, hist_bucket, vec_level, vec_row, vec"
+WAL_TRUNCATE_BYTES = 32 << 20  # a WAL file past this is checkpointed and emptied
 _CHUNK = 4000  # rows (x 8 parameters) per statement: under SQLite's 32766 and PostgreSQL's 65535
 T = TypeVar("T")
 Run = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
@@ -35,7 +38,8 @@ Run = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
 _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS rounds (
         id TEXT PRIMARY KEY, config TEXT NOT NULL, state TEXT NOT NULL,
-        created DOUBLE PRECISION NOT NULL, result TEXT, error TEXT)""",
+        created DOUBLE PRECISION NOT NULL, result TEXT, error TEXT,
+        lease_holder TEXT, lease_until DOUBLE PRECISION)""",
     """CREATE TABLE IF NOT EXISTS reports (
         round_id TEXT NOT NULL, message_id TEXT NOT NULL,
         hist_level INTEGER NOT NULL, hist_seed INTEGER NOT NULL, hist_bucket INTEGER NOT NULL,
@@ -50,6 +54,11 @@ class StoreError(ShoalError):
 
 class UnknownRound(StoreError):
     """No round with that id."""
+
+
+class StorageUnavailable(StoreError):
+    """The database cannot write or answer now (disk full, read-only, locked,
+    connection lost): nothing of the request was stored; retry later (503)."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +98,62 @@ class Store(abc.ABC):
     def init_schema(self) -> None:
         for stmt in _SCHEMA:
             self._execute(stmt.format(blob=self.blob))
+        # Stores made before decode leases (issue 13) gain the two columns.
+        have = self._round_columns()
+        for col, kind in (("lease_holder", "TEXT"), ("lease_until", "DOUBLE PRECISION")):
+            if col not in have:
+                self._execute(f"ALTER TABLE rounds ADD COLUMN {col} {kind}")
+
+    @abc.abstractmethod
+    def _round_columns(self) -> set[str]:
+        """Names of the ``rounds`` table's columns."""
+
+    # -- decode leases --
+    # A decode holds a lease (holder, expiry) on its round, renewed while it
+    # runs; the result is written only by the holder, in the same statement
+    # that ends the lease. A round whose holder died (lease expired, or a dead
+    # process on this host) goes back to ``closed`` (issue 13: a SIGKILL during
+    # /cluster used to leave the round ``decoding`` for ever).
+    def take_lease(self, round_id: str, holder: str, until: float, now: float) -> bool:
+        """Move the round to ``decoding`` under ``holder``, unless a live lease holds it."""
+        rows = self._execute(self._sql(
+            "UPDATE rounds SET state = 'decoding', lease_holder = ?, lease_until = ?, error = NULL "
+            "WHERE id = ? AND (state <> 'decoding' OR lease_until IS NULL OR lease_until < ?) RETURNING id"),
+            (holder, until, round_id, now))
+        return bool(rows)
+
+    def renew_lease(self, round_id: str, holder: str, until: float) -> bool:
+        """Extend a lease; False if ``holder`` no longer holds it."""
+        rows = self._execute(self._sql(
+            "UPDATE rounds SET lease_until = ? WHERE id = ? AND state = 'decoding' AND lease_holder = ? RETURNING id"),
+            (until, round_id, holder))
+        return bool(rows)
+
+    def end_lease(self, round_id: str, holder: str, state: str, result: dict[str, Any] | None = None,
+                  error: str | None = None) -> bool:
+        """Write the decode's outcome and end the lease, atomically; False if
+        ``holder`` lost the lease (then nothing is written)."""
+        if state not in ROUND_STATES:
+            raise StoreError(f"unknown round state {state!r}")
+        rows = self._execute(self._sql(
+            "UPDATE rounds SET state = ?, result = ?, error = ?, lease_holder = NULL, lease_until = NULL "
+            "WHERE id = ? AND state = 'decoding' AND lease_holder = ? RETURNING id"),
+            (state, json.dumps(result) if result is not None else None, error, round_id, holder))
+        return bool(rows)
+
+    def leases(self) -> list[tuple[str, str, float]]:
+        """(round, holder, expiry) of every round in ``decoding``."""
+        rows = self._execute("SELECT id, lease_holder, lease_until FROM rounds WHERE state = 'decoding'")
+        return [(str(r[0]), str(r[1] or ""), float(r[2] or 0.0)) for r in rows]
+
+    def free_lease(self, round_id: str, holder: str) -> bool:
+        """A stranded decode's round goes back to ``closed`` (if ``holder`` still holds it)."""
+        rows = self._execute(self._sql(
+            "UPDATE rounds SET state = 'closed', lease_holder = NULL, lease_until = NULL, "
+            "error = 'decode interrupted (its server stopped); cluster again' "
+            "WHERE id = ? AND state = 'decoding' AND COALESCE(lease_holder, '') = ? RETURNING id"),
+            (round_id, holder))
+        return bool(rows)
 
     # -- rounds --
     def create_round(self, round_id: str, config: dict[str, Any]) -> None:
@@ -137,9 +202,22 @@ class Store(abc.ABC):
             (state, json.dumps(result) if result is not None else None, error, round_id),
         )
 
-    def delete_round(self, round_id: str) -> None:
-        self._execute(self._sql("DELETE FROM reports WHERE round_id = ?"), (round_id,))
-        self._execute(self._sql("DELETE FROM rounds WHERE id = ?"), (round_id,))
+    def delete_round(self, round_id: str, now: float | None = None) -> bool:
+        """Delete a round and its reports in one transaction (UnknownRound if
+        none). With ``now``: False, and nothing deleted, while a live decode
+        lease (expiring after ``now``) holds the round."""
+
+        def work(run: Run) -> bool:
+            rows = run(self._sql("SELECT state, lease_until FROM rounds WHERE id = ?"), (round_id,))
+            if not rows:
+                raise UnknownRound(f"unknown round {round_id!r}")
+            if now is not None and rows[0][0] == "decoding" and rows[0][1] is not None and float(rows[0][1]) >= now:
+                return False
+            run(self._sql("DELETE FROM reports WHERE round_id = ?"), (round_id,))
+            run(self._sql("DELETE FROM rounds WHERE id = ?"), (round_id,))
+            return True
+
+        return self._in_transaction(work)
 
     # -- reports --
     def add_reports(self, round_id: str, message_ids: list[str], batch: ReportBatch) -> int:
@@ -278,31 +356,54 @@ class SQLiteStore(Store):
         self._dirty = False
         threading.Thread(target=self._checkpoint_loop, daemon=True, name="sqlite-checkpoint").start()
 
-    def _checkpoint_loop(self, idle_seconds: float = 0.5, max_interval: float = 60.0) -> None:
+    def _checkpoint_loop(self, idle_seconds: float = 0.5, max_interval: float = 10.0,
+                         truncate_bytes: int = WAL_TRUNCATE_BYTES) -> None:
+        """PASSIVE checkpoints when idle or every ``max_interval`` s; once the WAL
+        file passes ``truncate_bytes``, a TRUNCATE checkpoint (it waits for the
+        writer, copies every frame and empties the file). Under continuous load
+        PASSIVE alone never let the WAL restart: it reached 1.94 GB beside a
+        65.6 MB database (issue 13)."""
         conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         conn.execute("PRAGMA busy_timeout=10000")
         last = time.monotonic()
         while True:
             time.sleep(idle_seconds / 2)
             now = time.monotonic()
-            if self._dirty and (now - self._last_commit > idle_seconds or now - last > max_interval):
-                self._dirty = False
-                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                last = now
+            try:
+                if self.wal_bytes() > truncate_bytes:
+                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+                    last = now
+                elif self._dirty and (now - self._last_commit > idle_seconds or now - last > max_interval):
+                    self._dirty = False
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    last = now
+            except sqlite3.Error:  # busy or disk full: the next pass tries again
+                continue
+
+    def wal_bytes(self) -> int:
+        """Size of the write-ahead log file (0 if there is none)."""
+        try:
+            return os.path.getsize(self.path + "-wal")
+        except OSError:
+            return 0
 
     def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        with self._lock:
+        with self._lock, _storage_errors(sqlite3.OperationalError):
             return self._conn.execute(sql, params).fetchall()
 
+    def _round_columns(self) -> set[str]:
+        return {str(r[1]) for r in self._execute("PRAGMA table_info(rounds)")}
+
     def _in_transaction(self, work: Callable[[Run], T]) -> T:
-        with self._lock:
+        with self._lock, _storage_errors(sqlite3.OperationalError):
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 out = work(lambda sql, params: self._conn.execute(sql, params).fetchall())
                 self._conn.execute("COMMIT")
                 self._last_commit, self._dirty = time.monotonic(), True
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
                 raise
             return out
 
@@ -319,22 +420,50 @@ class PostgresStore(Store):
         super().__init__()
         import psycopg
 
+        self._url = url
+        self._errors = (psycopg.OperationalError, psycopg.InterfaceError)
         self._conn = psycopg.connect(url, autocommit=True)
         self.init_schema()
 
+    def _connection(self) -> Any:
+        """The connection, reconnected if the last one broke (server restart, network)."""
+        if self._conn.broken or self._conn.closed:
+            import psycopg
+
+            self._conn = psycopg.connect(self._url, autocommit=True)
+        return self._conn
+
     def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        with self._lock, self._conn.cursor() as cur:
+        with self._lock, _storage_errors(*self._errors), self._connection().cursor() as cur:
             cur.execute(sql.encode(), params)
             return list(cur.fetchall()) if cur.description else []
 
+    def _round_columns(self) -> set[str]:
+        rows = self._execute("SELECT column_name FROM information_schema.columns "
+                             "WHERE table_name = 'rounds' AND table_schema = current_schema()")
+        return {str(r[0]) for r in rows}
+
     def _in_transaction(self, work: Callable[[Run], T]) -> T:
-        with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
+        with self._lock, _storage_errors(*self._errors):
+            conn = self._connection()
+            with conn.transaction(), conn.cursor() as cur:
 
-            def run(sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-                cur.execute(sql.encode(), params)
-                return list(cur.fetchall()) if cur.description else []
+                def run(sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+                    cur.execute(sql.encode(), params)
+                    return list(cur.fetchall()) if cur.description else []
 
-            return work(run)
+                return work(run)
+
+
+@contextlib.contextmanager
+def _storage_errors(*kinds: type[BaseException]) -> Iterator[None]:
+    """The database's own failures become ``StorageUnavailable`` (503 at the
+    edge); the transaction they interrupted was rolled back, so nothing is
+    half-written."""
+    try:
+        yield
+    except kinds as exc:
+        raise StorageUnavailable(f"storage unavailable: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from exc
 
 
 def open_store(url: str) -> Store:

@@ -25,6 +25,7 @@ import hmac
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -37,6 +38,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from shoal.common.group_commit import GroupCommit
 from shoal.common.signing import TrustError, config_digest, verify_config
 from shoal.shuffler.buffer import Buffer
+
+log = logging.getLogger("shoal.shuffler")
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,9 @@ class ShufflerSettings:
             raise ValueError("the enrolment token must differ from the shuffler's server credential")
 
 
+# Server answers that no retry can change: the round is unknown (404), not
+# open (409), gone (410), or the batch does not fit it at all (422).
+PERMANENT = frozenset({404, 409, 410, 422})
 FORWARD_CHUNK = 5000  # messages per POST to the server (its default limit is 10,000)
 
 
@@ -136,6 +142,8 @@ class Forwarder:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self.forwarded = 0
+        self.refused: Counter[str] = Counter()  # items the server refused, by reason
+        self.dropped: Counter[str] = Counter()  # items of batches dropped, by the server's status
         self._rules: dict[str, RoundRule] = {}
         self.thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -152,7 +160,7 @@ class Forwarder:
                     if self.rule(rid).auto_release:
                         self.release(rid)
                 except (httpx.HTTPError, RuntimeError) as exc:
-                    logging.getLogger("shoal.shuffler").warning("round %s not released yet: %s", rid, exc)
+                    log.warning("round %s not released yet: %s", rid, exc)
                     time.sleep(self.s.poll_seconds)  # retried on the next pass
             self._stop.wait(self.s.poll_seconds)
 
@@ -200,8 +208,20 @@ class Forwarder:
                 body = {"sealed": [base64.b64encode(s).decode() for s in part]}
                 r = self.http.post(f"{self.s.server_url}/rounds/{round_id}/shuffled", json=body,
                                    headers={"Authorization": f"Bearer {self.s.token}"})
+                if r.status_code in PERMANENT:
+                    # The round is gone, closed or decoding: no retry can deliver
+                    # this batch. Dropped (and counted), never re-sent.
+                    self.dropped[str(r.status_code)] += len(items)
+                    self.buffer.finish_batch(round_id)
+                    log.warning("round %s: batch of %d dropped, server answered %d: %s",
+                                round_id, len(items), r.status_code, r.text[:200])
+                    return 0
                 if r.status_code != 202:
-                    raise RuntimeError(f"server refused the batch: {r.status_code} {r.text}")
+                    raise RuntimeError(f"server did not take the batch: {r.status_code} {r.text[:200]}")
+                # Per-item outcomes (issue 13): refused items are poison (they
+                # will never open or fit the round); counted by reason, not retried.
+                for item in r.json().get("refused", []):
+                    self.refused[str(item.get("reason", "unknown"))] += 1
             self.buffer.finish_batch(round_id)
             self.forwarded += len(items)
             return len(items)
@@ -237,7 +257,8 @@ def create_app(settings: ShufflerSettings) -> FastAPI:
 
     @app.get("/healthz")
     def healthz() -> dict[str, object]:
-        return {"status": "ok", "min_batch": settings.min_batch, "forwarded": forwarder.forwarded}
+        return {"status": "ok", "min_batch": settings.min_batch, "forwarded": forwarder.forwarded,
+                "refused": dict(forwarder.refused), "dropped": dict(forwarder.dropped)}
 
     @app.post("/rounds/{round_id}/messages", status_code=202)
     async def post_message(round_id: str, body: SealedIn,

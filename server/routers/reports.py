@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException
 
 from shoal.common.messages import DeviceMessage, SketchMessage
-from shoal.server.api_models import AcceptedOut, BatchIn, SealedBatchIn
+from shoal.server.api_models import AcceptedOut, BatchIn, RefusedOut, SealedBatchIn, ShuffledOut
 from shoal.server.deps import Service, Shuffler
 
 router = APIRouter(prefix="/rounds/{round_id}", tags=["reports"])
@@ -35,9 +35,12 @@ def post_batch(round_id: str, body: BatchIn, service: Service) -> AcceptedOut:
     return AcceptedOut(accepted=new, duplicates=dup)
 
 
-@router.post("/shuffled", status_code=202, response_model=AcceptedOut)
-def post_shuffled(round_id: str, body: SealedBatchIn, service: Service, _: Shuffler) -> AcceptedOut:
+@router.post("/shuffled", status_code=202, response_model=ShuffledOut)
+def post_shuffled(round_id: str, body: SealedBatchIn, service: Service, _: Shuffler) -> ShuffledOut:
+    """A released batch: every item that opens and fits the round is stored;
+    the rest are listed in ``refused`` (the shuffler drops them)."""
     if len(body.sealed) > service.settings.max_batch:
         raise HTTPException(status_code=413, detail=f"batch of {len(body.sealed)} messages exceeds {service.settings.max_batch}")
-    new, dup = service.ingest_sealed(round_id, body.sealed)
-    return AcceptedOut(accepted=new, duplicates=dup)
+    new, dup, refused = service.ingest_sealed(round_id, body.sealed)
+    return ShuffledOut(accepted=new, duplicates=dup,
+                       refused=[RefusedOut(index=i, reason=reason, detail=detail) for i, reason, detail in refused])

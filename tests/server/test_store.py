@@ -92,3 +92,43 @@ def test_payload_rows_round_trip_exactly_and_once(store):
     assert np.array_equal(store.load_payloads("q", 3, np.uint64), shares)
     with pytest.raises(StoreError, match="width"):
         store.load_payloads("s", 6, np.float64)
+
+
+def test_a_live_decode_lease_excludes_others_and_an_expired_one_is_taken_over(store):
+    cfg, _ = _batch()
+    store.create_round("r1", config_to_dict(cfg))
+    assert store.take_lease("r1", "a", until=110.0, now=100.0)
+    assert not store.take_lease("r1", "b", until=120.0, now=105.0)  # a's lease is live
+    assert not store.delete_round("r1", now=105.0)
+    assert store.take_lease("r1", "b", until=130.0, now=111.0)  # expired: b takes over
+    assert not store.renew_lease("r1", "a", until=200.0)
+    assert not store.end_lease("r1", "a", "done", result={"x": 1})  # a lost it: nothing written
+    assert store.get_round("r1").state == "decoding" and store.get_round("r1").result is None
+    assert store.end_lease("r1", "b", "done", result={"x": 2})
+    row = store.get_round("r1")
+    assert row.state == "done" and row.result == {"x": 2} and store.leases() == []
+
+
+def test_a_stranded_lease_is_freed_back_to_closed_only_for_its_holder(store):
+    cfg, _ = _batch()
+    store.create_round("r1", config_to_dict(cfg))
+    assert store.take_lease("r1", "gone", until=1.0, now=0.0)
+    assert store.leases() == [("r1", "gone", 1.0)]
+    assert not store.free_lease("r1", "someone-else")
+    assert store.free_lease("r1", "gone")
+    row = store.get_round("r1")
+    assert row.state == "closed" and "interrupted" in (row.error or "")
+
+
+def test_a_store_made_before_leases_gains_the_lease_columns(tmp_path):
+    import sqlite3
+
+    path = str(tmp_path / "old.db")
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE rounds (id TEXT PRIMARY KEY, config TEXT NOT NULL, state TEXT NOT NULL, "
+                "created DOUBLE PRECISION NOT NULL, result TEXT, error TEXT)")
+    con.commit()
+    con.close()
+    store = SQLiteStore(path)
+    store.create_round("r1", {"a": 1})
+    assert store.take_lease("r1", "h", until=2.0, now=1.0)

@@ -1,0 +1,82 @@
+"""Issue 13: a poison message in a shuffled batch costs only itself. Before
+per-item outcomes, one undecryptable (or sealed but invalid) message made the
+server refuse the whole batch, and the shuffler re-sent it forever: the round
+got 0 reports."""
+
+import base64
+import os
+import time
+
+import httpx
+import numpy as np
+from shuffler_helpers import _buffered, _reports, _wait_until, enrolled
+
+from shoal.client.encoder import encode_arrays
+from shoal.common.config import config_from_dict
+from shoal.common.envelope import seal
+from shoal.common.messages import DeviceMessage, new_message_id
+from shoal.common.signing import config_digest
+
+
+def _round(server):
+    body = {"k": 2, "dim": 3, "epsilon": 2.0, "n_expected": 1000}
+    rnd = httpx.post(server.url + "/rounds", json=body, headers=server.op_headers()).json()
+    return rnd, base64.b64decode(rnd["server_public_key"]), config_digest(rnd["config"], rnd["server_public_key"])
+
+
+def _seal(obj_json: bytes, key: bytes, rid: str) -> str:
+    return base64.b64encode(seal(obj_json, key, rid)).decode()
+
+
+def test_a_poison_message_in_a_shuffled_batch_costs_only_itself(server, shuffler):
+    url, db, _ = shuffler  # releases batches of 20
+    rnd, key, digest = _round(server)
+    rid = rnd["id"]
+    msgs = encode_arrays(np.random.default_rng(0).uniform(-0.5, 0.5, (17, 3)), config_from_dict(rnd["config"])).to_messages()
+    honest = [_seal(m.model_dump_json().encode(), key, rid) for m in msgs]
+    undecryptable = base64.b64encode(os.urandom(300)).decode()
+    empty = _seal(DeviceMessage(round_id=rid, message_id=new_message_id()).model_dump_json().encode(), key, rid)
+    bad = msgs[0].model_copy(update={"message_id": new_message_id(),
+                                     "vec": msgs[0].vec.model_copy(update={"index": 65535})})
+    out_of_range = _seal(bad.model_dump_json().encode(), key, rid)
+    items = [undecryptable, empty, out_of_range, *honest]
+    tokens = enrolled(url, server, len(items))
+    for tok, item in zip(tokens, items, strict=True):
+        r = httpx.post(url + f"/rounds/{rid}/messages", json={"sealed": item, "config_digest": digest},
+                       headers={"X-Device-Token": tok})
+        assert r.status_code == 202, r.text
+    assert _wait_until(lambda: _reports(server, rid) == 17, 15)
+    assert _wait_until(lambda: _buffered(db) == 0)
+    time.sleep(1.0)  # a re-send would show in the server's rejection counter
+    health = httpx.get(url + "/healthz").json()
+    assert health["forwarded"] == 20
+    assert health["refused"] == {"undecryptable": 1, "invalid": 2}
+    metrics = httpx.get(server.url + "/metrics").text
+    assert 'shoal_reports_rejected_total{reason="sealed"} 3' in metrics
+    assert _reports(server, rid) == 17
+
+
+def test_the_server_names_each_refused_item_of_a_shuffled_batch(server):
+    rnd, key, _ = _round(server)
+    rid = rnd["id"]
+    msgs = encode_arrays(np.random.default_rng(1).uniform(-0.5, 0.5, (3, 3)), config_from_dict(rnd["config"])).to_messages()
+    other = msgs[2].model_copy(update={"round_id": "0123456789abcdef"})
+    sealed = [_seal(msgs[0].model_dump_json().encode(), key, rid), "!!not base64!!",
+              _seal(b'{"round_id": "x"}', key, rid), _seal(other.model_dump_json().encode(), key, rid),
+              _seal(msgs[1].model_dump_json().encode(), key, rid)]
+    r = httpx.post(server.url + f"/rounds/{rid}/shuffled", json={"sealed": sealed},
+                   headers={"Authorization": f"Bearer {server.shuffler}"})
+    assert r.status_code == 202, r.text
+    body = r.json()
+    assert body["accepted"] == 2 and body["duplicates"] == 0
+    assert [(x["index"], x["reason"]) for x in body["refused"]] == [(1, "malformed"), (2, "malformed"), (3, "wrong_round")]
+    assert all("x" * 3 not in x["detail"] for x in body["refused"])
+    assert _reports(server, rid) == 2
+
+
+def test_a_message_with_no_report_is_refused_not_counted(server):
+    rnd, _, _ = _round(server)
+    rid = rnd["id"]
+    r = httpx.post(server.url + f"/rounds/{rid}/reports", json={"round_id": rid, "message_id": new_message_id()})
+    assert r.status_code == 422 and "carry no hist report" in r.text
+    assert _reports(server, rid) == 0
