@@ -69,8 +69,7 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _server(args: argparse.Namespace) -> int:
-    import uvicorn
-
+    from shoal.common.http_edge import serve
     from shoal.common.signing import identity_path, load_or_create_signing_key
     from shoal.server.app import create_app
     from shoal.server.settings import load_settings
@@ -82,7 +81,8 @@ def _server(args: argparse.Namespace) -> int:
     if settings.generated_tokens:
         print(f"shoal server: generated tokens (set SHOAL_OPERATOR_TOKEN/SHOAL_SHUFFLER_TOKEN to choose them)\n"
               f"  operator: {settings.operator_token}\n  shuffler: {settings.shuffler_token}", flush=True)
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level)
+    serve(create_app(settings), host=args.host, port=args.port, log_level=args.log_level,
+          header_seconds=settings.header_seconds)
     return 0
 
 
@@ -112,8 +112,7 @@ def _client_report(args: argparse.Namespace) -> int:
 def _shuffler(args: argparse.Namespace) -> int:
     import os
 
-    import uvicorn
-
+    from shoal.common.http_edge import serve
     from shoal.shuffler.app import ShufflerSettings, create_app
 
     token = os.environ.get("SHOAL_SHUFFLER_TOKEN", "")
@@ -134,14 +133,18 @@ def _shuffler(args: argparse.Namespace) -> int:
     try:
         settings = ShufflerSettings(server_url=args.server_url.rstrip("/"), token=token, db_path=args.db,
                                     min_batch=args.min_batch, server_key=pinned_key(args.server_key),
-                                    enrol_token=enrol)
+                                    enrol_token=enrol, round_check_seconds=args.round_check_seconds,
+                                    max_round_age_seconds=args.max_round_age_hours * 3600,
+                                    header_seconds=float(os.environ.get("SHOAL_HEADER_SECONDS", "10")),
+                                    body_seconds=float(os.environ.get("SHOAL_BODY_SECONDS", "30")))
     except ValueError as exc:
         print(f"shoal shuffler: {exc}", file=sys.stderr)
         return 2
     if settings.server_key is None:
         print("shoal shuffler: WARNING no server key pinned (--server-key / SHOAL_SERVER_KEY): configs are not "
               "verified, so a hostile server could equivocate on min_batch", file=sys.stderr, flush=True)
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level)
+    serve(create_app(settings), host=args.host, port=args.port, log_level=args.log_level,
+          header_seconds=settings.header_seconds)
     return 0
 
 
@@ -194,6 +197,10 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("--log-level", default="warning")
     sh.add_argument("--server-key", default=None,
                     help="the server identity fingerprint (sha256:...) to verify round configs against; or SHOAL_SERVER_KEY")
+    sh.add_argument("--round-check-seconds", type=float, default=60.0,
+                    help="how often buffered rounds are checked at the server (deleted rounds are forgotten)")
+    sh.add_argument("--max-round-age-hours", type=float, default=168.0,
+                    help="buffered messages of a round are dropped this long after its first one")
     sh.set_defaults(func=_shuffler)
     sm = sub.add_parser("sim", help="server, shuffler and N simulated devices on 127.0.0.1")
     sm.add_argument("--users", type=int, default=5000)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from shoal.common.envelope import EnvelopeError
@@ -34,12 +33,6 @@ def status_for(exc: ShoalError) -> int:
 
 
 def install(app: FastAPI) -> None:
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        # Echo where and why, never the offending input (it may hold NaN, which
-        # JSON cannot carry, or a device's data).
-        detail = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")} for e in exc.errors()]
-        return JSONResponse(status_code=422, content={"detail": detail})
 
     @app.exception_handler(ShoalError)
     async def _shoal_error(request: Request, exc: ShoalError) -> JSONResponse:

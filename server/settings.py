@@ -8,7 +8,10 @@ SHOAL_MAX_BODY_BYTES (default 64 MiB) and SHOAL_DECODE_LEASE_SECONDS
 (default 30: how long a decode's lease lasts without renewal, so how long a
 round stays ``decoding`` after its server died on another host) and
 SHOAL_DECODE_MEMORY_BYTES (default 8 GiB: rounds whose decode would need
-more are refused at creation with a 422 naming the memory).
+more are refused at creation with a 422 naming the memory),
+SHOAL_HEADER_SECONDS (default 10: a connection must send a request's line
+and headers within this) and SHOAL_BODY_SECONDS (default 30: each chunk of a
+body must arrive within this, else 408). The shuffler reads the same two.
 Tokens must have at least 16 characters.
 """
 
@@ -46,6 +49,8 @@ class Settings:
     generated_tokens: bool = False
     decode_lease_seconds: float = 30.0
     decode_memory_bytes: int = 8 << 30
+    header_seconds: float = 10.0
+    body_seconds: float = 30.0
 
     def __post_init__(self) -> None:
         if not self.operator_token or not self.shuffler_token:
@@ -62,6 +67,9 @@ class Settings:
             )
         if not 1.0 <= self.decode_lease_seconds <= 3600.0:
             raise ConfigError(f"SHOAL_DECODE_LEASE_SECONDS={self.decode_lease_seconds} is outside 1..3600")
+        if not (0 < self.header_seconds <= 600 and 0 < self.body_seconds <= 3600):
+            raise ConfigError(f"timeouts out of range: SHOAL_HEADER_SECONDS={self.header_seconds} (0..600], "
+                              f"SHOAL_BODY_SECONDS={self.body_seconds} (0..3600]")
         if self.decode_memory_bytes < 1 << 20:
             raise ConfigError(f"SHOAL_DECODE_MEMORY_BYTES={self.decode_memory_bytes} is below 1 MiB")
         if self.max_batch < 1 or self.max_body_bytes < 1024:
@@ -84,4 +92,6 @@ def load_settings(host: str = "127.0.0.1", db_url: str | None = None) -> Setting
         generated_tokens=generated,
         decode_lease_seconds=float(env.get("SHOAL_DECODE_LEASE_SECONDS", "30")),
         decode_memory_bytes=int(env.get("SHOAL_DECODE_MEMORY_BYTES", str(8 << 30))),
+        header_seconds=float(env.get("SHOAL_HEADER_SECONDS", "10")),
+        body_seconds=float(env.get("SHOAL_BODY_SECONDS", "30")),
     )

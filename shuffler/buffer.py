@@ -26,6 +26,7 @@ import hmac
 import secrets
 import sqlite3
 import threading
+import time
 
 _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS round_keys (round_id TEXT PRIMARY KEY, key BLOB NOT NULL) WITHOUT ROWID",
@@ -40,6 +41,9 @@ _SCHEMA = [
     "PRIMARY KEY (round_id, digest)) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS enrolled (member TEXT PRIMARY KEY) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS shuffler_keys (name TEXT PRIMARY KEY, key BLOB NOT NULL) WITHOUT ROWID",
+    # When the shuffler first took a message for a round (a round-level time,
+    # nothing per message): abandoned rounds expire (``Forwarder.expire``).
+    "CREATE TABLE IF NOT EXISTS round_times (round_id TEXT PRIMARY KEY, first REAL NOT NULL) WITHOUT ROWID",
 ]
 
 
@@ -78,6 +82,7 @@ class Buffer:
         if row is None:
             key = secrets.token_bytes(32)
             self._conn.execute("INSERT INTO round_keys VALUES (?, ?)", (round_id, key))
+            self._conn.execute("INSERT OR IGNORE INTO round_times VALUES (?, ?)", (round_id, time.time()))
         else:
             key = bytes(row[0])
         return hmac.new(key, token.encode(), hashlib.sha256).hexdigest()
@@ -111,6 +116,14 @@ class Buffer:
                 self._conn.execute("ROLLBACK")
                 raise
         return out
+
+    def rounds(self) -> dict[str, float]:
+        """Every round the buffer knows, with when it first took a message for it."""
+        with self._lock:
+            keys = [r[0] for r in self._conn.execute("SELECT round_id FROM round_keys")]
+            times = dict(self._conn.execute("SELECT round_id, first FROM round_times").fetchall())
+        now = time.time()
+        return {rid: float(times.get(rid, now)) for rid in keys}
 
     def count(self, round_id: str) -> int:
         """Messages waiting for a batch (not counting a formed batch being forwarded)."""
@@ -166,6 +179,6 @@ class Buffer:
         """Everything about a round: its key (so its member hashes mean nothing), members, messages."""
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
-            for table in ("round_keys", "members", "pending", "formed", "digests"):
+            for table in ("round_keys", "members", "pending", "formed", "digests", "round_times"):
                 self._conn.execute(f"DELETE FROM {table} WHERE round_id = ?", (round_id,))
             self._conn.execute("COMMIT")

@@ -1,16 +1,20 @@
 """Helpers shared by test modules (importable: tests/ is on sys.path)."""
 
+import os
 import secrets
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 import pytest
 
 from shoal.server.sim import free_port, wait_healthy
 
-__all__ = ["PG_URL", "free_port", "pg_schema", "send_until_killed", "wait_healthy"]
+__all__ = ["PG_URL", "free_port", "pg_schema", "run_schemathesis", "send_until_killed", "wait_healthy"]
 
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -63,3 +67,18 @@ def send_until_killed(count: int, post: Callable[[httpx.Client, int], httpx.Resp
     for w in workers:
         w.join()
     return acked
+
+
+SCHEMATHESIS_EXAMPLES = int(os.environ.get("SHOAL_SCHEMATHESIS_EXAMPLES", "12"))
+
+
+def run_schemathesis(url: str, header: str | None) -> tuple[int, str]:
+    exe = Path(sys.executable).parent / "schemathesis"
+    if not exe.exists():
+        pytest.skip("schemathesis is not installed (it is in the dev extra)")
+    cmd = [str(exe), "run", url + "/openapi.json", "--checks", "not_a_server_error,response_schema_conformance",
+           "--max-examples", str(SCHEMATHESIS_EXAMPLES), "--seed", "13", "--suppress-health-check", "all"]
+    if header:
+        cmd += ["-H", header]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    return out.returncode, out.stdout + out.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException
 
+from shoal.common.errors import ReportError
 from shoal.common.messages import DeviceMessage, SketchMessage
 from shoal.server.api_models import AcceptedOut, BatchIn, RefusedOut, SealedBatchIn, ShuffledOut
 from shoal.server.deps import Service, Shuffler
@@ -14,7 +15,7 @@ router = APIRouter(prefix="/rounds/{round_id}", tags=["reports"])
 def _check_round(round_id: str, messages: list[DeviceMessage | SketchMessage]) -> None:
     for m in messages:
         if m.round_id != round_id:
-            raise HTTPException(status_code=422, detail=f"message for round {m.round_id!r} posted to round {round_id!r}")
+            raise ReportError(f"message for round {m.round_id!r} posted to round {round_id!r}")
 
 
 @router.post("/reports", status_code=202, response_model=AcceptedOut)

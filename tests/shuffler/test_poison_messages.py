@@ -5,11 +5,15 @@ got 0 reports."""
 
 import base64
 import os
+import sqlite3
+import subprocess
+import sys
 import time
 
 import httpx
 import numpy as np
-from shuffler_helpers import _buffered, _reports, _wait_until, enrolled
+from shuffler_helpers import _buffered, _reports, _sealed_messages, _wait_until, enrolled
+from tests_helpers import free_port, wait_healthy
 
 from shoal.client.encoder import encode_arrays
 from shoal.common.config import config_from_dict
@@ -80,3 +84,31 @@ def test_a_message_with_no_report_is_refused_not_counted(server):
     r = httpx.post(server.url + f"/rounds/{rid}/reports", json={"round_id": rid, "message_id": new_message_id()})
     assert r.status_code == 422 and "carry no hist report" in r.text
     assert _reports(server, rid) == 0
+
+
+def test_a_round_deleted_at_the_server_is_forgotten_by_the_shuffler(server, tmp_path):
+    port = free_port()
+    db = str(tmp_path / "sh.db")
+    pin = httpx.get(server.url + "/server-key").json()["fingerprint"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "shoal.client.cli", "shuffler", "--server-url", server.url, "--port", str(port),
+         "--min-batch", "20", "--db", db, "--server-key", pin, "--round-check-seconds", "0.3"],
+        env=dict(server.env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, proc)
+        rid, sealed = _sealed_messages(server, 5)
+        toks = enrolled(url, server, 5)
+        for i in range(5):
+            assert httpx.post(url + f"/rounds/{rid}/messages", json=sealed.body(i),
+                              headers={"X-Device-Token": toks[i]}).status_code == 202
+        time.sleep(1.0)
+        assert _buffered(db) == 5  # below min_batch, the round still exists: kept
+        assert httpx.delete(server.url + f"/rounds/{rid}", headers=server.op_headers()).status_code == 204
+        assert _wait_until(lambda: _buffered(db) == 0, 10)
+        con = sqlite3.connect(db)
+        assert all(con.execute(f"SELECT COUNT(*) FROM {t} WHERE round_id = ?", (rid,)).fetchone()[0] == 0
+                   for t in ("round_keys", "members", "digests", "round_times"))
+    finally:
+        proc.kill()
+        proc.wait()
