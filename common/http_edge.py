@@ -90,7 +90,7 @@ def answer_field_errors(app: FastAPI) -> None:
 class Guards:
     """Pure ASGI middleware bounding what a request body may cost."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int, large_bytes: int = 1 << 20, large_slots: int = 4,
+    def __init__(self, app: ASGIApp, max_bytes: int, large_bytes: int = 1 << 20, large_slots: int = 2,
                  body_seconds: float = 30.0) -> None:
         self.app, self.max_bytes, self.large_bytes = app, max_bytes, large_bytes
         self.body_seconds = body_seconds
@@ -191,7 +191,7 @@ class InternalErrors:
             await JSONResponse(status_code=500, content=body)(scope, receive, send)
 
 
-def guard(app: FastAPI, max_body_bytes: int, large_slots: int = 4, body_seconds: float = 30.0) -> None:
+def guard(app: FastAPI, max_body_bytes: int, large_slots: int = 2, body_seconds: float = 30.0) -> None:
     """Install ``Guards`` and ``InternalErrors`` and the error shape on ``app``."""
     app.add_middleware(Guards, max_bytes=max_body_bytes, large_slots=large_slots, body_seconds=body_seconds)
     app.add_middleware(InternalErrors)

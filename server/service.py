@@ -107,6 +107,8 @@ class RoundService:
         # the thread; saturation 3016/s against 2737/s. Batches keep the thread.
         self._loop_group: list[tuple[Pending, asyncio.Future[int]]] = []
         self.recover_stranded()
+        if settings.report_retention_days > 0:
+            threading.Thread(target=self._retention_loop, daemon=True, name="retention").start()
 
     # -- rounds --
     def create(self, inp: CreateRoundIn) -> RoundRow:
@@ -423,6 +425,20 @@ class RoundService:
         if not ok:
             raise RoundStateError(f"round {round_id}: this decode lost its lease (the round was deleted or its "
                                   "lease expired and another decode took it); its result was discarded")
+
+    def purge_expired(self, now: float | None = None) -> list[str]:
+        """Retention: delete the reports of done rounds created more than
+        ``report_retention_days`` ago (results stay)."""
+        now = time.time() if now is None else now
+        return self.store.purge_reports(now - self.settings.report_retention_days * 86400)
+
+    def _retention_loop(self) -> None:
+        while True:
+            try:
+                self.purge_expired()
+            except ShoalError:  # storage unavailable: the next pass tries again
+                pass
+            time.sleep(3600)
 
     def recover_stranded(self, only: str | None = None) -> list[str]:
         """Rounds left ``decoding`` by a server that is gone go back to ``closed``:

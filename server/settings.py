@@ -4,14 +4,18 @@ SHOAL_DB_URL (default ``sqlite:///shoal.db``), SHOAL_KEY_PATH (default
 ``shoal-server-key.pem``), SHOAL_OPERATOR_TOKEN and SHOAL_SHUFFLER_TOKEN
 (generated and printed at start when unset, which is refused unless the
 server binds a loopback address), SHOAL_MAX_BATCH (default 10,000 messages)
-SHOAL_MAX_BODY_BYTES (default 64 MiB) and SHOAL_DECODE_LEASE_SECONDS
+SHOAL_MAX_BODY_BYTES (default 16 MiB: a batch of 10,000 tree reports is
+about 2.6 MB; parsing a body takes several times its size in memory) and SHOAL_DECODE_LEASE_SECONDS
 (default 30: how long a decode's lease lasts without renewal, so how long a
 round stays ``decoding`` after its server died on another host) and
 SHOAL_DECODE_MEMORY_BYTES (default 8 GiB: rounds whose decode would need
 more are refused at creation with a 422 naming the memory),
 SHOAL_HEADER_SECONDS (default 10: a connection must send a request's line
 and headers within this) and SHOAL_BODY_SECONDS (default 30: each chunk of a
-body must arrive within this, else 408). The shuffler reads the same two.
+body must arrive within this, else 408; the shuffler reads the same two)
+and SHOAL_REPORT_RETENTION_DAYS (default 0, keep: otherwise the reports
+of a decoded round are deleted this many days after it was created; its
+result stays).
 Tokens must have at least 16 characters.
 """
 
@@ -45,11 +49,12 @@ class Settings:
     shuffler_token: str = ""
     host: str = "127.0.0.1"
     max_batch: int = 10_000
-    max_body_bytes: int = 64 << 20
+    max_body_bytes: int = 16 << 20
     generated_tokens: bool = False
     decode_lease_seconds: float = 30.0
     decode_memory_bytes: int = 8 << 30
     header_seconds: float = 10.0
+    report_retention_days: float = 0.0
     body_seconds: float = 30.0
 
     def __post_init__(self) -> None:
@@ -70,6 +75,8 @@ class Settings:
         if not (0 < self.header_seconds <= 600 and 0 < self.body_seconds <= 3600):
             raise ConfigError(f"timeouts out of range: SHOAL_HEADER_SECONDS={self.header_seconds} (0..600], "
                               f"SHOAL_BODY_SECONDS={self.body_seconds} (0..3600]")
+        if self.report_retention_days < 0:
+            raise ConfigError(f"SHOAL_REPORT_RETENTION_DAYS={self.report_retention_days} must be >= 0")
         if self.decode_memory_bytes < 1 << 20:
             raise ConfigError(f"SHOAL_DECODE_MEMORY_BYTES={self.decode_memory_bytes} is below 1 MiB")
         if self.max_batch < 1 or self.max_body_bytes < 1024:
@@ -88,10 +95,11 @@ def load_settings(host: str = "127.0.0.1", db_url: str | None = None) -> Setting
         shuffler_token=sh or secrets.token_urlsafe(24),
         host=host,
         max_batch=int(env.get("SHOAL_MAX_BATCH", "10000")),
-        max_body_bytes=int(env.get("SHOAL_MAX_BODY_BYTES", str(64 << 20))),
+        max_body_bytes=int(env.get("SHOAL_MAX_BODY_BYTES", str(16 << 20))),
         generated_tokens=generated,
         decode_lease_seconds=float(env.get("SHOAL_DECODE_LEASE_SECONDS", "30")),
         decode_memory_bytes=int(env.get("SHOAL_DECODE_MEMORY_BYTES", str(8 << 30))),
         header_seconds=float(env.get("SHOAL_HEADER_SECONDS", "10")),
+        report_retention_days=float(env.get("SHOAL_REPORT_RETENTION_DAYS", "0")),
         body_seconds=float(env.get("SHOAL_BODY_SECONDS", "30")),
     )

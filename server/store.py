@@ -31,6 +31,7 @@ from shoal.common.messages import ReportBatch
 ROUND_STATES = ("open", "closed", "decoding", "done", "failed")
 _COLUMNS = "round_id, message_id, hist_level, hist_seed, hist_bucket, vec_level, vec_row, vec"
 WAL_TRUNCATE_BYTES = 32 << 20  # a WAL file past this is checkpointed and emptied
+WAL_KEEP_BYTES = 4 << 20  # the WAL file is cut back to this once its log restarts
 _CHUNK = 4000  # rows (x 8 parameters) per statement: under SQLite's 32766 and PostgreSQL's 65535
 T = TypeVar("T")
 Run = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
@@ -217,7 +218,32 @@ class Store(abc.ABC):
             run(self._sql("DELETE FROM rounds WHERE id = ?"), (round_id,))
             return True
 
-        return self._in_transaction(work)
+        deleted = self._in_transaction(work)
+        if deleted:
+            self.reclaim()
+        return deleted
+
+    # -- retention --
+    def purge_reports(self, before: float) -> list[str]:
+        """Delete the reports of every ``done`` round created before ``before``
+        (its result stays); returns those rounds. Then give the space back."""
+
+        def work(run: Run) -> list[str]:
+            ids = [str(r[0]) for r in run(self._sql(
+                "SELECT id FROM rounds WHERE state = 'done' AND created < ? AND EXISTS "
+                "(SELECT 1 FROM reports WHERE reports.round_id = rounds.id)"), (before,))]
+            for rid in ids:
+                run(self._sql("DELETE FROM reports WHERE round_id = ?"), (rid,))
+            return ids
+
+        ids = self._in_transaction(work)
+        if ids:
+            self.reclaim()
+        return ids
+
+    def reclaim(self) -> None:
+        """Return freed pages to the file system where the back end needs telling
+        (SQLite's incremental vacuum; PostgreSQL's autovacuum does it itself)."""
 
     # -- reports --
     def add_reports(self, round_id: str, message_ids: list[str], batch: ReportBatch) -> int:
@@ -341,6 +367,9 @@ class SQLiteStore(Store):
         super().__init__()
         self.path = path
         self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        # Pages freed by deleted reports go back to the file system (``reclaim``);
+        # takes effect for databases created from now on.
+        self._conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=FULL")
         self._conn.execute("PRAGMA busy_timeout=10000")
@@ -351,6 +380,9 @@ class SQLiteStore(Store):
         # They wait for a quiet moment (no commit for ``idle_seconds``) and are
         # forced every ``max_interval`` seconds under continuous load.
         self._conn.execute("PRAGMA wal_autocheckpoint=0")
+        # After a checkpoint lets the log restart, the file is cut back to this
+        # size (otherwise it keeps its largest size for ever).
+        self._conn.execute(f"PRAGMA journal_size_limit={WAL_KEEP_BYTES}")
         self.init_schema()
         self._last_commit = time.monotonic()
         self._dirty = False
@@ -379,6 +411,11 @@ class SQLiteStore(Store):
                     last = now
             except sqlite3.Error:  # busy or disk full: the next pass tries again
                 continue
+
+    def reclaim(self) -> None:
+        with self._lock, _storage_errors(sqlite3.OperationalError):
+            # executescript steps the pragma to completion; execute() would free one page.
+            self._conn.executescript("PRAGMA incremental_vacuum;")
 
     def wal_bytes(self) -> int:
         """Size of the write-ahead log file (0 if there is none)."""

@@ -61,6 +61,8 @@ class ShufflerSettings:
     body_seconds: float = 30.0
 
     def __post_init__(self) -> None:
+        if len(self.token) < 16:
+            raise ValueError(f"SHOAL_SHUFFLER_TOKEN is too short: {len(self.token)} characters, at least 16 are required")
         if len(self.enrol_token) < 16:
             raise ValueError("the shuffler needs an enrolment token of at least 16 characters (SHOAL_ENROL_TOKEN)")
         if self.enrol_token == self.token:

@@ -132,3 +132,31 @@ def test_a_store_made_before_leases_gains_the_lease_columns(tmp_path):
     store = SQLiteStore(path)
     store.create_round("r1", {"a": 1})
     assert store.take_lease("r1", "h", until=2.0, now=1.0)
+
+
+def test_retention_deletes_the_reports_of_old_done_rounds_and_keeps_results(store):
+    cfg, batch = _batch()
+    for rid in ("old", "new", "open"):
+        store.create_round(rid, config_to_dict(cfg))
+        store.add_reports(rid, [new_message_id() for _ in range(len(batch))], batch)
+    store.set_state("old", "done", result={"centers": [[0.0]]})
+    store.set_state("new", "done", result={"centers": [[1.0]]})
+    created_new = store.get_round("new").created
+    assert store.purge_reports(before=created_new) == ["old"]
+    assert store.count_reports("old") == 0 and store.get_round("old").result == {"centers": [[0.0]]}
+    assert store.count_reports("new") == len(batch) and store.count_reports("open") == len(batch)
+
+
+def test_deleting_a_round_gives_its_pages_back_to_the_file_system(tmp_path):
+    import os
+
+    store = SQLiteStore(str(tmp_path / "s.db"))
+    cfg, batch = _batch(4000)
+    store.create_round("r1", config_to_dict(cfg))
+    for _ in range(5):
+        store.add_reports("r1", [new_message_id() for _ in range(len(batch))], batch)
+    store._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    full = os.path.getsize(tmp_path / "s.db")
+    store.delete_round("r1")
+    store._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert os.path.getsize(tmp_path / "s.db") < full / 4
