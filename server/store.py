@@ -244,6 +244,7 @@ class Store(abc.ABC):
     def reclaim(self) -> None:
         """Return freed pages to the file system where the back end needs telling
         (SQLite's incremental vacuum; PostgreSQL's autovacuum does it itself)."""
+        return None
 
     # -- reports --
     def add_reports(self, round_id: str, message_ids: list[str], batch: ReportBatch) -> int:

@@ -149,9 +149,11 @@ def kills_during_ingest(s: Services, kills: int) -> dict:
             s.procs[0].kill()
             s.procs[0].wait()
 
-        acked = send_until_killed(len(msgs), lambda c, i: c.post(
-            f"{s.server_url}/rounds/{rid}/reports", content=msgs[i].encode(),
-            headers={"content-type": "application/json"}), kill, after=0.5 + 0.3 * k)
+        def post(c: httpx.Client, i: int, rid: str = rid, msgs: list[str] = msgs) -> httpx.Response:
+            return c.post(f"{s.server_url}/rounds/{rid}/reports", content=msgs[i].encode(),
+                          headers={"content-type": "application/json"})
+
+        acked = send_until_killed(len(msgs), post, kill, after=0.5 + 0.3 * k)
         _restart(s)
         ids = [r[0] for r in sqlite3.connect(db).execute("SELECT message_id FROM reports WHERE round_id = ?", (rid,))]
         acked_ids = {json.loads(msgs[i])["message_id"] for i in acked}
@@ -171,7 +173,7 @@ def kills_during_decode(s: Services, kills: int) -> dict:
             for lo in range(0, len(msgs), 5000):
                 c.post(f"{s.server_url}/rounds/{rid}/reports/batch", content=('{"messages":[' + ",".join(
                     msgs[lo:lo + 5000]) + "]}").encode(), headers={"content-type": "application/json"})
-        t = threading.Thread(target=lambda: _quiet_post(f"{s.server_url}/rounds/{rid}/cluster", op))
+        t = threading.Thread(target=_quiet_post, args=(f"{s.server_url}/rounds/{rid}/cluster", op))
         t.start()
         while httpx.get(f"{s.server_url}/rounds/{rid}").json()["state"] != "decoding":
             time.sleep(0.01)
