@@ -1,12 +1,14 @@
 """Durable storage of rounds, reports and results: SQLite (default) or PostgreSQL.
 
 A report acknowledged with 2xx has been committed (SQLite in WAL mode with
-synchronous=FULL; PostgreSQL's default durable commit). Reports are stored
-as columns (the ``ReportBatch`` fields; a vector report as its codebook
-nonce and index, 16 bytes, in the ``vec`` column) keyed
-by (round, message id), so a retried message is acknowledged but never
-stored twice, and decoding reads them back with one vectorised pass.
-Device identities are never stored: a report row has no sender.
+synchronous=FULL; PostgreSQL's default durable commit). A report is one
+fixed-width binary row (``report_rows.py``) keyed by (the round's small
+integer ``seq``, the 16 bytes of its message id), so a retried message is
+acknowledged but never stored twice, and decoding reads a round back with
+one vectorised pass. Device identities are never stored: a row has no sender.
+
+This module is over 300 lines because both back ends share its SQL: the
+dialect differences are a handful of class attributes.
 """
 
 from __future__ import annotations
@@ -25,14 +27,14 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.errors import ShoalError
 from shoal.common.messages import ReportBatch
+from shoal.server import report_rows
+from shoal.server.report_rows import StoreError
 
 ROUND_STATES = ("open", "closed", "decoding", "done", "failed")
-_COLUMNS = "round_id, message_id, hist_level, hist_seed, hist_bucket, vec_level, vec_row, vec"
 WAL_TRUNCATE_BYTES = 32 << 20  # a WAL file past this is checkpointed and emptied
 WAL_KEEP_BYTES = 4 << 20  # the WAL file is cut back to this once its log restarts
-_CHUNK = 4000  # rows (x 8 parameters) per statement: under SQLite's 32766 and PostgreSQL's 65535
+_CHUNK = 4000  # rows (x 3 parameters) per statement: under SQLite's 32766 and PostgreSQL's 65535
 T = TypeVar("T")
 Run = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
 
@@ -40,17 +42,11 @@ _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS rounds (
         id TEXT PRIMARY KEY, config TEXT NOT NULL, state TEXT NOT NULL,
         created DOUBLE PRECISION NOT NULL, result TEXT, error TEXT,
-        lease_holder TEXT, lease_until DOUBLE PRECISION)""",
-    """CREATE TABLE IF NOT EXISTS reports (
-        round_id TEXT NOT NULL, message_id TEXT NOT NULL,
-        hist_level INTEGER NOT NULL, hist_seed INTEGER NOT NULL, hist_bucket INTEGER NOT NULL,
-        vec_level INTEGER NOT NULL, vec_row INTEGER NOT NULL, vec {blob} NOT NULL,
-        PRIMARY KEY (round_id, message_id))""",
+        lease_holder TEXT, lease_until DOUBLE PRECISION, seq BIGINT UNIQUE)""",
+    """CREATE TABLE IF NOT EXISTS report_rows (
+        round_seq BIGINT NOT NULL, message_id {blob} NOT NULL, report {blob} NOT NULL,
+        PRIMARY KEY (round_seq, message_id)){without_rowid}""",
 ]
-
-
-class StoreError(ShoalError):
-    """The store cannot do what was asked (bad URL, bad state name)."""
 
 
 class UnknownRound(StoreError):
@@ -78,11 +74,14 @@ class Store(abc.ABC):
 
     placeholder = "?"
     blob = "BLOB"
+    without_rowid = " WITHOUT ROWID"
     insert_ignore = "INSERT OR IGNORE INTO"
     on_conflict = ""
+    integrity_errors: tuple[type[BaseException], ...] = (sqlite3.IntegrityError,)
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._seqs: dict[str, int] = {}
 
     @abc.abstractmethod
     def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -98,12 +97,54 @@ class Store(abc.ABC):
 
     def init_schema(self) -> None:
         for stmt in _SCHEMA:
-            self._execute(stmt.format(blob=self.blob))
-        # Stores made before decode leases (issue 13) gain the two columns.
+            self._execute(stmt.format(blob=self.blob, without_rowid=self.without_rowid))
+        # Stores made before issue 13 gain the lease and seq columns, and their
+        # reports move into ``report_rows``.
         have = self._round_columns()
-        for col, kind in (("lease_holder", "TEXT"), ("lease_until", "DOUBLE PRECISION")):
+        for col, kind in (("lease_holder", "TEXT"), ("lease_until", "DOUBLE PRECISION"), ("seq", "BIGINT")):
             if col not in have:
                 self._execute(f"ALTER TABLE rounds ADD COLUMN {col} {kind}")
+        self._execute("CREATE UNIQUE INDEX IF NOT EXISTS rounds_seq ON rounds (seq)")
+        if self._has_table("reports"):
+            self._in_transaction(self._migrate_reports)
+
+    def _migrate_reports(self, run: Run) -> None:
+        """Give every round a seq, copy the old seven-column ``reports`` into
+        ``report_rows`` (packed), and drop it; one transaction."""
+        unnumbered = [r[0] for r in run("SELECT id FROM rounds WHERE seq IS NULL ORDER BY created", ())]
+        top = int(run("SELECT COALESCE(MAX(seq), 0) FROM rounds", ())[0][0])
+        for i, rid in enumerate(unnumbered):
+            run(self._sql("UPDATE rounds SET seq = ? WHERE id = ?"), (top + 1 + i, rid))
+        for rid, seq in run("SELECT id, seq FROM rounds", ()):
+            rows = run(self._sql("SELECT message_id, hist_level, hist_seed, hist_bucket, vec_level, vec_row, vec "
+                                 "FROM reports WHERE round_id = ?"), (rid,))
+            if not rows:
+                continue
+            keys = report_rows.message_keys([str(r[0]) for r in rows])
+            if all(r[1] == -1 and r[4] == -1 for r in rows):  # payload rows (shares, sketches)
+                packed = [bytes(r[6]) for r in rows]
+            else:
+                n = len(rows)
+                cols = np.array([r[1:6] for r in rows], dtype=np.int64).reshape(n, 5)
+                pairs = np.zeros((n, 2), dtype="<u8")
+                has = cols[:, 3] >= 0
+                if has.any():
+                    pairs[has] = np.frombuffer(b"".join(bytes(r[6]) for r in rows if r[4] >= 0),
+                                               dtype="<u8").reshape(-1, 2)
+                batch = ReportBatch(rid, cols[:, 0], cols[:, 1], cols[:, 2], cols[:, 3], cols[:, 4], np.zeros((n, 0)),
+                                    pairs[:, 0], np.where(has, pairs[:, 1].astype(np.int64), -1))
+                packed = report_rows.pack_tree(batch)
+            for i in range(0, len(rows), _CHUNK):
+                chunk = list(zip([seq] * len(rows[i:i + _CHUNK]), keys[i:i + _CHUNK], packed[i:i + _CHUNK],
+                                 strict=True))
+                values = ",".join(["(?, ?, ?)"] * len(chunk))
+                run(self._sql(f"INSERT INTO report_rows (round_seq, message_id, report) VALUES {values}"),
+                    tuple(v for row in chunk for v in row))
+        run("DROP TABLE reports", ())
+
+    @abc.abstractmethod
+    def _has_table(self, name: str) -> bool:
+        """Does the store have a table of that name?"""
 
     @abc.abstractmethod
     def _round_columns(self) -> set[str]:
@@ -158,10 +199,18 @@ class Store(abc.ABC):
 
     # -- rounds --
     def create_round(self, round_id: str, config: dict[str, Any]) -> None:
-        self._execute(
-            self._sql("INSERT INTO rounds (id, config, state, created) VALUES (?, ?, ?, ?)"),
-            (round_id, json.dumps(config), "open", time.time()),
-        )
+        """A new open round, numbered one past the largest ``seq`` (a replica
+        that races another for the same number tries again)."""
+        for attempt in range(5):
+            try:
+                self._execute(self._sql(
+                    "INSERT INTO rounds (id, config, state, created, seq) "
+                    "VALUES (?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM rounds))"),
+                    (round_id, json.dumps(config), "open", time.time()))
+                return
+            except self.integrity_errors:
+                if attempt == 4:
+                    raise
 
     def get_round(self, round_id: str) -> RoundRow:
         rows = self._execute(
@@ -184,7 +233,8 @@ class Store(abc.ABC):
         return [self._row(r) for r in rows]
 
     def _row(self, r: tuple[Any, ...]) -> RoundRow:
-        count = self._execute(self._sql("SELECT COUNT(*) FROM reports WHERE round_id = ?"), (r[0],))
+        count = self._execute(self._sql(
+            "SELECT COUNT(*) FROM report_rows WHERE round_seq = (SELECT seq FROM rounds WHERE id = ?)"), (r[0],))
         return RoundRow(
             id=r[0],
             config=json.loads(r[1]),
@@ -209,13 +259,14 @@ class Store(abc.ABC):
         lease (expiring after ``now``) holds the round."""
 
         def work(run: Run) -> bool:
-            rows = run(self._sql("SELECT state, lease_until FROM rounds WHERE id = ?"), (round_id,))
+            rows = run(self._sql("SELECT state, lease_until, seq FROM rounds WHERE id = ?"), (round_id,))
             if not rows:
                 raise UnknownRound(f"unknown round {round_id!r}")
             if now is not None and rows[0][0] == "decoding" and rows[0][1] is not None and float(rows[0][1]) >= now:
                 return False
-            run(self._sql("DELETE FROM reports WHERE round_id = ?"), (round_id,))
+            run(self._sql("DELETE FROM report_rows WHERE round_seq = ?"), (rows[0][2],))
             run(self._sql("DELETE FROM rounds WHERE id = ?"), (round_id,))
+            self._seqs.pop(round_id, None)
             return True
 
         deleted = self._in_transaction(work)
@@ -229,12 +280,12 @@ class Store(abc.ABC):
         (its result stays); returns those rounds. Then give the space back."""
 
         def work(run: Run) -> list[str]:
-            ids = [str(r[0]) for r in run(self._sql(
-                "SELECT id FROM rounds WHERE state = 'done' AND created < ? AND EXISTS "
-                "(SELECT 1 FROM reports WHERE reports.round_id = rounds.id)"), (before,))]
-            for rid in ids:
-                run(self._sql("DELETE FROM reports WHERE round_id = ?"), (rid,))
-            return ids
+            found = run(self._sql(
+                "SELECT id, seq FROM rounds WHERE state = 'done' AND created < ? AND EXISTS "
+                "(SELECT 1 FROM report_rows WHERE report_rows.round_seq = rounds.seq)"), (before,))
+            for _, seq in found:
+                run(self._sql("DELETE FROM report_rows WHERE round_seq = ?"), (seq,))
+            return [str(r[0]) for r in found]
 
         ids = self._in_transaction(work)
         if ids:
@@ -247,27 +298,34 @@ class Store(abc.ABC):
         return None
 
     # -- reports --
+    def _seq(self, round_id: str) -> int:
+        """The round's integer key in ``report_rows`` (cached: it never changes)."""
+        if round_id not in self._seqs:
+            rows = self._execute(self._sql("SELECT seq FROM rounds WHERE id = ?"), (round_id,))
+            if not rows:
+                raise UnknownRound(f"unknown round {round_id!r}")
+            self._seqs[round_id] = int(rows[0][0])
+        return self._seqs[round_id]
+
     def add_reports(self, round_id: str, message_ids: list[str], batch: ReportBatch) -> int:
         """Store validated reports; returns how many were new (duplicates are ignored)."""
         return self.add_report_groups([(round_id, message_ids, batch)])[0]
 
     def add_report_groups(self, groups: list[tuple[str, list[str], ReportBatch]]) -> list[int]:
         """Several requests' reports in one transaction (group commit); new rows per group."""
-        return self._add_row_groups([(rid, _rows(rid, ids, batch)) for rid, ids, batch in groups])
+        return self._add_row_groups([(rid, report_rows.message_keys(ids), report_rows.pack_tree(batch))
+                                     for rid, ids, batch in groups])
 
     def add_payloads(self, round_id: str, message_ids: list[str], rows: NDArray[np.uint64] | NDArray[np.float64]) -> int:
         """Fixed-width reports that are one array row each (secure-sum shares
         of refine and shuffle-model sketch rounds, uint64; local sketches,
-        float64), stored little-endian in the ``vec`` column with levels -1,
-        in one transaction; returns how many were new."""
-        dtype = "<u8" if rows.dtype == np.uint64 else "<f8"
-        le = np.ascontiguousarray(rows, dtype=dtype)
-        new = [(round_id, mid, -1, 0, 0, -1, 0, le[i].tobytes()) for i, mid in enumerate(message_ids)]
-        return self._add_row_groups([(round_id, new)])[0]
+        float64), stored as little-endian words, in one transaction; returns
+        how many were new."""
+        return self._add_row_groups([(round_id, report_rows.message_keys(message_ids), report_rows.pack_words(rows))])[0]
 
-    def _add_row_groups(self, groups: list[tuple[str, list[tuple[Any, ...]]]]) -> list[int]:
-        """Rows (``_COLUMNS`` order) of several groups in one transaction,
-        skipping message ids already stored; returns the new rows per group.
+    def _add_row_groups(self, groups: list[tuple[str, list[bytes], list[bytes]]]) -> list[int]:
+        """(round, message keys, packed rows) of several groups in one
+        transaction, skipping message ids already stored; new rows per group.
 
         Few, large statements on purpose: the duplicates are looked up with one
         ``IN`` query per round and the new rows inserted with one multi-row
@@ -275,90 +333,60 @@ class Store(abc.ABC):
         which under load costs up to a switch interval each (measured: row-by-row
         ``executemany`` made the commit thread the bottleneck).
         """
+        seqs = {rid: self._seq(rid) for rid, _, _ in groups}
 
         def work(run: Run) -> list[int]:
-            seen: set[tuple[str, str]] = set()
-            by_round: dict[str, list[str]] = {}
-            for rid, rows in groups:
-                by_round.setdefault(rid, []).extend(row[1] for row in rows)
-            for rid, ids in by_round.items():
-                for i in range(0, len(ids), _CHUNK):
-                    chunk = ids[i:i + _CHUNK]
-                    sql = f"SELECT message_id FROM reports WHERE round_id = ? AND message_id IN ({','.join('?' * len(chunk))})"
-                    seen.update((rid, r[0]) for r in run(self._sql(sql), (rid, *chunk)))
-            new_rows: list[tuple[Any, ...]] = []
+            seen: set[tuple[int, bytes]] = set()
+            by_round: dict[int, list[bytes]] = {}
+            for rid, keys, _ in groups:
+                by_round.setdefault(seqs[rid], []).extend(keys)
+            for seq, keys in by_round.items():
+                for i in range(0, len(keys), _CHUNK):
+                    chunk = keys[i:i + _CHUNK]
+                    sql = (f"SELECT message_id FROM report_rows WHERE round_seq = ? AND message_id IN "
+                           f"({','.join('?' * len(chunk))})")
+                    seen.update((seq, bytes(r[0])) for r in run(self._sql(sql), (seq, *chunk)))
+            new_rows: list[tuple[int, bytes, bytes]] = []
             counts = []
-            for rid, rows in groups:
-                before = len(new_rows)
-                for row in rows:
-                    if (rid, row[1]) not in seen:
-                        seen.add((rid, row[1]))
-                        new_rows.append(row)
+            for rid, keys, packed in groups:
+                before, seq = len(new_rows), seqs[rid]
+                for key, row in zip(keys, packed, strict=True):
+                    if (seq, key) not in seen:
+                        seen.add((seq, key))
+                        new_rows.append((seq, key, row))
                 counts.append(len(new_rows) - before)
             for i in range(0, len(new_rows), _CHUNK):
                 chunk_rows = new_rows[i:i + _CHUNK]
-                values = ",".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * len(chunk_rows))
-                run(self._sql(f"{self.insert_ignore} reports ({_COLUMNS}) VALUES {values}{self.on_conflict}"),
-                    tuple(v for row in chunk_rows for v in row))
+                values = ",".join(["(?, ?, ?)"] * len(chunk_rows))
+                run(self._sql(f"{self.insert_ignore} report_rows (round_seq, message_id, report) VALUES {values}"
+                              f"{self.on_conflict}"), tuple(v for row in chunk_rows for v in row))
             return counts
 
         return self._in_transaction(work)
 
+    def _packed(self, round_id: str) -> tuple[int, bytes]:
+        rows = self._execute(self._sql("SELECT report FROM report_rows WHERE round_seq = ? ORDER BY message_id"),
+                             (self._seq(round_id),))
+        return len(rows), b"".join(bytes(r[0]) for r in rows)
+
     def load_payloads(self, round_id: str, width: int, dtype: type[np.uint64] | type[np.float64]) -> NDArray[Any]:
-        """Every row stored by ``add_payloads`` for a round, (n, width) of ``dtype``
-        (in no particular order: shares are added, sketches averaged)."""
-        rows = self._execute(self._sql("SELECT vec FROM reports WHERE round_id = ?"), (round_id,))
-        raw = b"".join(bytes(r[0]) for r in rows)
-        if len(raw) != 8 * width * len(rows):
-            raise StoreError(f"stored rows do not have width {width}")
-        le = "<u8" if dtype is np.uint64 else "<f8"
-        return np.frombuffer(raw, dtype=le).reshape(len(rows), width).astype(dtype)
+        """Every row stored by ``add_payloads`` for a round, (n, width) of ``dtype``."""
+        count, raw = self._packed(round_id)
+        return report_rows.unpack_words(raw, count, width, dtype)
 
     def load_reports(self, round_id: str, dim: int) -> ReportBatch:
-        rows = self._execute(
-            self._sql(
-                "SELECT hist_level, hist_seed, hist_bucket, vec_level, vec_row, vec FROM reports "
-                "WHERE round_id = ? ORDER BY message_id"
-            ),
-            (round_id,),
-        )
-        n = len(rows)
-        cols = np.array([r[:5] for r in rows], dtype=np.int64).reshape(n, 5)
-        has = cols[:, 3] >= 0
-        raw = b"".join(bytes(r[5]) for r in rows if r[3] >= 0)
-        if len(raw) != 16 * int(has.sum()):
-            raise StoreError("stored vector reports are not 16-byte (nonce, index) pairs")
-        pairs = np.frombuffer(raw, dtype="<u8").reshape(-1, 2)
-        nonce = np.zeros(n, dtype=np.uint64)
-        index = np.full(n, -1, dtype=np.int64)
-        nonce[has], index[has] = pairs[:, 0], pairs[:, 1].astype(np.int64)
-        return ReportBatch(round_id, cols[:, 0], cols[:, 1], cols[:, 2], cols[:, 3], cols[:, 4],
-                           np.zeros((n, 0)), nonce, index)
+        """Every tree report of a round, in message-id order."""
+        return report_rows.unpack_tree(self._packed(round_id)[1], round_id)
+
+    def message_ids(self, round_id: str) -> list[str]:
+        """The message ids stored for a round (hex), in order."""
+        rows = self._execute(self._sql("SELECT message_id FROM report_rows WHERE round_seq = ? ORDER BY message_id"),
+                             (self._seq(round_id),))
+        return [bytes(r[0]).hex() for r in rows]
 
     def count_reports(self, round_id: str) -> int:
-        return int(self._execute(self._sql("SELECT COUNT(*) FROM reports WHERE round_id = ?"), (round_id,))[0][0])
-
-
-def _rows(round_id: str, message_ids: list[str], batch: ReportBatch) -> list[tuple[Any, ...]]:
-    if not batch.is_wire:
-        raise StoreError("a simulation batch (decoded vectors, no codebook indices) cannot be stored")
-    pairs = np.zeros((len(batch), 2), dtype="<u8")
-    pairs[:, 0] = batch.vec_nonce
-    pairs[:, 1] = np.maximum(batch.vec_index, 0).astype(np.uint64)
-    has = batch.vec_level >= 0
-    return [
-        (
-            round_id,
-            message_ids[i],
-            int(batch.hist_level[i]),
-            int(batch.hist_seed[i]),
-            int(batch.hist_bucket[i]),
-            int(batch.vec_level[i]),
-            int(batch.vec_row[i]),
-            pairs[i].tobytes() if has[i] else b"",
-        )
-        for i in range(len(batch))
-    ]
+        return int(self._execute(self._sql("SELECT COUNT(*) FROM report_rows WHERE round_seq = ?"),
+                                 (self._seq(round_id),))[0][0])
 
 
 class SQLiteStore(Store):
@@ -432,6 +460,9 @@ class SQLiteStore(Store):
     def _round_columns(self) -> set[str]:
         return {str(r[1]) for r in self._execute("PRAGMA table_info(rounds)")}
 
+    def _has_table(self, name: str) -> bool:
+        return bool(self._execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)))
+
     def _in_transaction(self, work: Callable[[Run], T]) -> T:
         with self._lock, _storage_errors(sqlite3.OperationalError):
             self._conn.execute("BEGIN IMMEDIATE")
@@ -451,6 +482,7 @@ class PostgresStore(Store):
 
     placeholder = "%s"
     blob = "BYTEA"
+    without_rowid = ""
     insert_ignore = "INSERT INTO"
     on_conflict = " ON CONFLICT DO NOTHING"
 
@@ -458,6 +490,7 @@ class PostgresStore(Store):
         super().__init__()
         import psycopg
 
+        self.integrity_errors = (psycopg.IntegrityError,)
         self._url = url
         self._errors = (psycopg.OperationalError, psycopg.InterfaceError)
         self._conn = psycopg.connect(url, autocommit=True)
@@ -480,6 +513,10 @@ class PostgresStore(Store):
         rows = self._execute("SELECT column_name FROM information_schema.columns "
                              "WHERE table_name = 'rounds' AND table_schema = current_schema()")
         return {str(r[0]) for r in rows}
+
+    def _has_table(self, name: str) -> bool:
+        return bool(self._execute("SELECT 1 FROM information_schema.tables WHERE table_name = %s "
+                                  "AND table_schema = current_schema()", (name,)))
 
     def _in_transaction(self, work: Callable[[Run], T]) -> T:
         with self._lock, _storage_errors(*self._errors):

@@ -14,7 +14,8 @@ import pytest
 
 from shoal.server.sim import free_port, wait_healthy
 
-__all__ = ["PG_URL", "free_port", "pg_schema", "run_schemathesis", "send_until_killed", "wait_healthy"]
+__all__ = ["PG_URL", "free_port", "pg_schema", "run_schemathesis", "send_until_killed", "stored_message_ids",
+           "wait_healthy"]
 
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -82,3 +83,17 @@ def run_schemathesis(url: str, header: str | None) -> tuple[int, str]:
         cmd += ["-H", header]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     return out.returncode, out.stdout + out.stderr
+
+
+def stored_message_ids(db_url: str, round_id: str) -> list[str]:
+    """The message ids a server's SQLite store holds for a round, read from
+    the file directly (as an auditor would), duplicates included."""
+    import sqlite3
+
+    con = sqlite3.connect(db_url.removeprefix("sqlite:///"))
+    try:
+        rows = con.execute("SELECT hex(r.message_id) FROM report_rows r JOIN rounds o ON o.seq = r.round_seq "
+                           "WHERE o.id = ?", (round_id,)).fetchall()
+    finally:
+        con.close()
+    return [str(r[0]).lower() for r in rows]

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -38,7 +37,7 @@ from shoal.server.bench import machine
 from shoal.server.sim import Services
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests_helpers import send_until_killed  # noqa: E402
+from tests_helpers import send_until_killed, stored_message_ids  # noqa: E402
 
 
 def rss_mb(pid: int) -> float:
@@ -155,7 +154,7 @@ def kills_during_ingest(s: Services, kills: int) -> dict:
 
         acked = send_until_killed(len(msgs), post, kill, after=0.5 + 0.3 * k)
         _restart(s)
-        ids = [r[0] for r in sqlite3.connect(db).execute("SELECT message_id FROM reports WHERE round_id = ?", (rid,))]
+        ids = stored_message_ids(f"sqlite:///{db}", rid)
         acked_ids = {json.loads(msgs[i])["message_id"] for i in acked}
         acked_total += len(acked)
         missing += len(acked_ids - set(ids))

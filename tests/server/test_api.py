@@ -5,6 +5,7 @@ import sqlite3
 
 import httpx
 import numpy as np
+from tests_helpers import stored_message_ids
 
 from shoal.client.encoder import encode_arrays
 from shoal.common.config import config_from_dict
@@ -54,8 +55,7 @@ def test_a_retried_message_is_counted_once(server):
 
 
 def _count(server, round_id):
-    con = sqlite3.connect(server.db[len("sqlite:///"):])
-    return con.execute("SELECT COUNT(*) FROM reports WHERE round_id = ?", (round_id,)).fetchone()[0]
+    return len(stored_message_ids(server.db, round_id))
 
 
 def test_bad_input_is_rejected_precisely_and_nothing_is_stored(server):
@@ -153,8 +153,8 @@ def test_server_stores_no_device_identity(server):
     httpx.post(server.url + f"/rounds/{rnd['id']}/reports", json=_messages(cfg, np.zeros((1, 8)))[0],
                headers={"X-Device-Id": "phone-42"})
     con = sqlite3.connect(server.db[len("sqlite:///"):])
-    cols = [r[1] for r in con.execute("PRAGMA table_info(reports)")]
-    assert cols == ["round_id", "message_id", "hist_level", "hist_seed", "hist_bucket", "vec_level", "vec_row", "vec"]
+    cols = [r[1] for r in con.execute("PRAGMA table_info(report_rows)")]
+    assert cols == ["round_seq", "message_id", "report"]
     dump = "\n".join(con.iterdump())
     assert "phone-42" not in dump and "127.0.0.1" not in dump
 

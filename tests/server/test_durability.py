@@ -1,10 +1,9 @@
 """Nothing acknowledged is lost: SIGKILL the server while devices send, restart, check."""
 
-import sqlite3
 
 import httpx
 import numpy as np
-from tests_helpers import send_until_killed
+from tests_helpers import send_until_killed, stored_message_ids
 
 from shoal.client.encoder import encode_arrays
 from shoal.common.config import config_from_dict
@@ -25,8 +24,7 @@ def test_every_acknowledged_report_survives_sigkill_exactly_once(server):
     acked = {msgs[i].split('"message_id":"')[1][:32] for i in acked_idx}
     assert 0 < len(acked) < len(msgs)
     server.start()
-    con = sqlite3.connect(server.db[len("sqlite:///"):])
-    stored = [row[0] for row in con.execute("SELECT message_id FROM reports WHERE round_id = ?", (rid,))]
+    stored = stored_message_ids(server.db, rid)
     assert acked <= set(stored)
     assert len(stored) == len(set(stored))
     # Devices retry everything: the round ends with each message exactly once.

@@ -2,11 +2,11 @@
 shuffle-model secure sum, the SNR and privacy in the result, bad input."""
 
 import base64
-import sqlite3
 
 import httpx
 import numpy as np
 import pytest
+from tests_helpers import stored_message_ids
 
 from shoal.client.device import Device
 from shoal.client.sketch_encoder import sketch_messages, sketch_shares
@@ -28,8 +28,7 @@ def _create(server, **kw):
 
 
 def _count(server, round_id):
-    con = sqlite3.connect(server.db[len("sqlite:///"):])
-    return con.execute("SELECT COUNT(*) FROM reports WHERE round_id = ?", (round_id,)).fetchone()[0]
+    return len(stored_message_ids(server.db, round_id))
 
 
 def _mixture(n, seed):

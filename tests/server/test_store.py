@@ -1,5 +1,7 @@
 """Stores: SQLite always; PostgreSQL against the real server on 127.0.0.1:5432."""
 
+import json
+
 import numpy as np
 import pytest
 from tests_helpers import pg_schema
@@ -120,18 +122,41 @@ def test_a_stranded_lease_is_freed_back_to_closed_only_for_its_holder(store):
     assert row.state == "closed" and "interrupted" in (row.error or "")
 
 
-def test_a_store_made_before_leases_gains_the_lease_columns(tmp_path):
+def test_a_store_made_before_issue_13_is_migrated_with_every_report(tmp_path):
+    """Old schema: rounds without lease/seq columns, reports as seven columns
+    keyed by hex strings. Opening it moves every report into report_rows."""
     import sqlite3
 
+    cfg, batch = _batch(30)
+    ids = [new_message_id() for _ in range(len(batch))]
     path = str(tmp_path / "old.db")
     con = sqlite3.connect(path)
     con.execute("CREATE TABLE rounds (id TEXT PRIMARY KEY, config TEXT NOT NULL, state TEXT NOT NULL, "
                 "created DOUBLE PRECISION NOT NULL, result TEXT, error TEXT)")
+    con.execute("CREATE TABLE reports (round_id TEXT NOT NULL, message_id TEXT NOT NULL, hist_level INTEGER NOT NULL, "
+                "hist_seed INTEGER NOT NULL, hist_bucket INTEGER NOT NULL, vec_level INTEGER NOT NULL, "
+                "vec_row INTEGER NOT NULL, vec BLOB NOT NULL, PRIMARY KEY (round_id, message_id))")
+    con.execute("INSERT INTO rounds VALUES ('t', ?, 'open', 1.0, NULL, NULL)", (json.dumps(config_to_dict(cfg)),))
+    con.execute("INSERT INTO rounds VALUES ('p', '{}', 'open', 2.0, NULL, NULL)")
+    for i, mid in enumerate(ids):
+        pair = np.array([batch.vec_nonce[i], batch.vec_index[i]], dtype="<u8").tobytes()
+        con.execute("INSERT INTO reports VALUES ('t', ?, ?, ?, ?, ?, ?, ?)",
+                    (mid, int(batch.hist_level[i]), int(batch.hist_seed[i]), int(batch.hist_bucket[i]),
+                     int(batch.vec_level[i]), int(batch.vec_row[i]), pair))
+    share = np.array([7, 2**63 + 1], dtype="<u8").tobytes()
+    con.execute("INSERT INTO reports VALUES ('p', ?, -1, 0, 0, -1, 0, ?)", (new_message_id(), share))
     con.commit()
     con.close()
     store = SQLiteStore(path)
-    store.create_round("r1", {"a": 1})
-    assert store.take_lease("r1", "h", until=2.0, now=1.0)
+    back = store.load_reports("t", cfg.dim)
+    order = np.argsort(ids)
+    for name in ("hist_level", "hist_seed", "hist_bucket", "vec_level", "vec_row", "vec_nonce", "vec_index"):
+        assert np.array_equal(getattr(back, name), getattr(batch, name)[order]), name
+    assert np.array_equal(store.load_payloads("p", 2, np.uint64), [[7, 2**63 + 1]])
+    assert store.message_ids("t") == sorted(ids)
+    assert store.take_lease("t", "h", until=2.0, now=1.0)
+    store.create_round("new", {"a": 1})
+    assert store.count_reports("new") == 0
 
 
 def test_retention_deletes_the_reports_of_old_done_rounds_and_keeps_results(store):

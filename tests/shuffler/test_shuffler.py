@@ -15,7 +15,7 @@ from shuffler_helpers import (
     _wait_until,
     enrolled,
 )
-from tests_helpers import free_port, send_until_killed
+from tests_helpers import free_port, send_until_killed, stored_message_ids
 
 from shoal.common.signing import TrustError
 
@@ -92,8 +92,7 @@ def test_every_acknowledged_message_survives_a_shuffler_sigkill(server, tmp_path
     try:
         assert _wait_reports(server, rid, len(acked), seconds=20)
         time.sleep(0.5)
-        con = sqlite3.connect(server.db[len("sqlite:///"):])
-        stored = [r[0] for r in con.execute("SELECT message_id FROM reports WHERE round_id = ?", (rid,))]
+        stored = stored_message_ids(server.db, rid)
         assert {ids[i] for i in acked} <= set(stored)
         assert len(stored) == len(set(stored))
         assert _wait_until(lambda: _buffered(db) == 0)
