@@ -9,8 +9,10 @@ Measures:
   connections; 20,000 encoded reports streamed under fresh message ids): throughput, latency p50/p99, the SQLite WAL's largest size
   (sampled every 0.1 s), the database size per stored report, server RSS;
 - single reports at an open-loop 1000/s (50 connections): p50/p99;
-- SIGKILLs of the server during ingest (acknowledged = stored, no duplicate)
-  and during decode (the round comes back ``closed`` and clusters again);
+- SIGKILLs of the server during ingest (acknowledged = stored, no duplicate),
+  during decode (the round comes back ``closed`` and clusters again), and of
+  the shuffler while it forwards (every acknowledged message reaches the
+  server exactly once);
 - floods: four concurrent 60 MB batches at the server (and four of 15 MB,
   just under its default 16 MiB body limit), a 200 MiB body and 2,000
   junk rounds at the shuffler: every status, and each service's peak RSS.
@@ -197,6 +199,58 @@ def kills_during_decode(s: Services, kills: int) -> dict:
     return {"kills": kills, "stranded": stranded, "clustered_after_restart": recovered}
 
 
+def kills_during_forward(s: Services, kills: int) -> dict:
+    """Devices post sealed messages to the shuffler (min batch 100) while it
+    forwards; SIGKILL it, restart it on the same buffer, ``kills`` times; a
+    last restart at min batch 1 releases the remainder. Every message the
+    shuffler acknowledged must reach the server exactly once."""
+    import base64
+
+    from shoal.common.envelope import seal
+    from shoal.common.signing import config_digest
+
+    assert s.shuffler_url
+    op = {"Authorization": f"Bearer {s.env['SHOAL_OPERATOR_TOKEN']}"}
+    rnd = httpx.post(s.server_url + "/rounds", json={"k": 2, "dim": 4, "epsilon": 2.0, "n_expected": 10_000},
+                     headers=op, timeout=30).json()
+    rid, cfg = rnd["id"], config_from_dict(rnd["config"])
+    key = base64.b64decode(rnd["server_public_key"])
+    digest = config_digest(rnd["config"], rnd["server_public_key"])
+    per_kill = 1500
+    msgs = encode_arrays(np.random.default_rng(5).uniform(-0.5, 0.5, (per_kill * kills, 4)), cfg).to_messages()
+    sealed = [base64.b64encode(seal(m.model_dump_json().encode(), key, rid)).decode() for m in msgs]
+    tokens = httpx.post(s.shuffler_url + "/enrol", json={"count": len(msgs)}, timeout=60,
+                        headers={"Authorization": f"Bearer {s.env['SHOAL_ENROL_TOKEN']}"}).json()["tokens"]
+    acked_ids: set[str] = set()
+    argv = list(s.procs[1].args)
+    for k in range(kills):
+        lo = k * per_kill
+
+        def post(c: httpx.Client, i: int, lo: int = lo) -> httpx.Response:
+            return c.post(f"{s.shuffler_url}/rounds/{rid}/messages", headers={"X-Device-Token": tokens[lo + i]},
+                          json={"sealed": sealed[lo + i], "config_digest": digest})
+
+        def kill() -> None:
+            s.procs[1].kill()
+            s.procs[1].wait()
+
+        acked = send_until_killed(per_kill, post, kill, after=0.5 + 0.2 * k)
+        acked_ids |= {msgs[lo + i].message_id for i in acked}
+        if k == kills - 1:  # the last restart releases whatever is left
+            argv[argv.index("--min-batch") + 1] = "1"
+        s.procs[1] = subprocess.Popen(argv, env=s.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        from shoal.server.sim import wait_healthy
+
+        wait_healthy(s.shuffler_url, s.procs[1])
+    end = time.time() + 60
+    db = f"sqlite:///{Path(s.tmp.name) / 'server.db'}"
+    while time.time() < end and not acked_ids <= set(stored_message_ids(db, rid)):
+        time.sleep(0.2)
+    stored = stored_message_ids(db, rid)
+    return {"kills": kills, "acknowledged": len(acked_ids), "missing": len(acked_ids - set(stored)),
+            "duplicates": len(stored) - len(set(stored))}
+
+
 def _quiet_post(url: str, headers: dict) -> None:
     try:
         httpx.post(url, headers=headers, timeout=120)
@@ -267,7 +321,7 @@ def main() -> int:
     ap.add_argument("--flood-mb", type=int, default=60)
     ap.add_argument("--smoke", action="store_true", help="small sizes (CI)")
     ap.add_argument("--out", type=Path, default=None)
-    ap.add_argument("--only", choices=["steady"], default=None, help="run only the steady load")
+    ap.add_argument("--only", choices=["steady", "forward"], default=None, help="run only one part")
     args = ap.parse_args()
     if args.smoke:
         args.reports, args.singles, args.kills = 20_000, 2000, 1
@@ -276,6 +330,10 @@ def main() -> int:
         tmp = Path(tmpname)
         s = Services(via_shuffler=True, min_batch=100)
         try:
+            if args.only == "forward":
+                rows["forward_kills"] = kills_during_forward(s, args.kills)
+                print(json.dumps(rows, indent=1))
+                return 0
             rows["steady"] = steady_load(s, args.reports, tmp)
             if args.only == "steady":
                 print(json.dumps(rows, indent=1))
@@ -286,6 +344,7 @@ def main() -> int:
             rows["shuffler"] = shuffler_floods(s)
             rows["ingest_kills"] = kills_during_ingest(s, args.kills)
             rows["decode_kills"] = kills_during_decode(s, max(1, args.kills // 2))
+            rows["forward_kills"] = kills_during_forward(s, args.kills)
         finally:
             s.close()
     text = "```\n" + json.dumps(rows, indent=1) + "\n```\n"
@@ -300,6 +359,9 @@ def main() -> int:
         problems.append(f"ingest kills: {ik}")
     if dk["stranded"] or dk["clustered_after_restart"] != dk["kills"]:
         problems.append(f"decode kills: {dk}")
+    fk = rows["forward_kills"]
+    if fk["missing"] or fk["duplicates"]:
+        problems.append(f"forward kills: {fk}")
     for key in ("floods", "floods_at_limit"):
         if any(str(k).startswith("5") and str(k) != "503" for k in rows[key]["server_statuses"]):
             problems.append(f"{key}: {rows[key]}")
