@@ -69,12 +69,17 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _server(args: argparse.Namespace) -> int:
+    from shoal.common.errors import ShoalError
     from shoal.common.http_edge import serve
     from shoal.common.signing import identity_path, load_or_create_signing_key
     from shoal.server.app import create_app
     from shoal.server.settings import load_settings
 
-    settings = load_settings(host=args.host, db_url=args.db)
+    try:
+        settings = load_settings(host=args.host, db_url=args.db)
+    except ShoalError as exc:  # a bad setting: one line, no traceback
+        print(f"shoal server: {exc}", file=sys.stderr)
+        return 2
     identity = load_or_create_signing_key(identity_path(settings.key_path))
     print(f"shoal server: identity {identity.fingerprint} (pin it on devices and the shuffler: SHOAL_SERVER_KEY)",
           flush=True)
@@ -109,6 +114,16 @@ def _client_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _env_number(name: str, default: float) -> float:
+    import os
+
+    raw = os.environ.get(name, str(default))
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a number") from None
+
+
 def _shuffler(args: argparse.Namespace) -> int:
     import os
 
@@ -135,8 +150,8 @@ def _shuffler(args: argparse.Namespace) -> int:
                                     min_batch=args.min_batch, server_key=pinned_key(args.server_key),
                                     enrol_token=enrol, round_check_seconds=args.round_check_seconds,
                                     max_round_age_seconds=args.max_round_age_hours * 3600,
-                                    header_seconds=float(os.environ.get("SHOAL_HEADER_SECONDS", "10")),
-                                    body_seconds=float(os.environ.get("SHOAL_BODY_SECONDS", "30")))
+                                    header_seconds=_env_number("SHOAL_HEADER_SECONDS", 10.0),
+                                    body_seconds=_env_number("SHOAL_BODY_SECONDS", 30.0))
     except ValueError as exc:
         print(f"shoal shuffler: {exc}", file=sys.stderr)
         return 2

@@ -25,6 +25,7 @@ import ipaddress
 import os
 import secrets
 from dataclasses import dataclass
+from typing import Any
 
 from shoal.common.errors import ConfigError
 
@@ -83,6 +84,15 @@ class Settings:
             raise ConfigError(f"bad limits: max_batch={self.max_batch}, max_body_bytes={self.max_body_bytes}")
 
 
+def _number(env: os._Environ[str] | dict[str, str], name: str, default: str, kind: type[int] | type[float]) -> Any:
+    """An environment setting as a number, or a ConfigError naming the variable."""
+    raw = env.get(name, default)
+    try:
+        return kind(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not {'an integer' if kind is int else 'a number'}") from None
+
+
 def load_settings(host: str = "127.0.0.1", db_url: str | None = None) -> Settings:
     env = os.environ
     op = env.get("SHOAL_OPERATOR_TOKEN", "")
@@ -94,12 +104,12 @@ def load_settings(host: str = "127.0.0.1", db_url: str | None = None) -> Setting
         operator_token=op or secrets.token_urlsafe(24),
         shuffler_token=sh or secrets.token_urlsafe(24),
         host=host,
-        max_batch=int(env.get("SHOAL_MAX_BATCH", "10000")),
-        max_body_bytes=int(env.get("SHOAL_MAX_BODY_BYTES", str(16 << 20))),
+        max_batch=_number(env, "SHOAL_MAX_BATCH", "10000", int),
+        max_body_bytes=_number(env, "SHOAL_MAX_BODY_BYTES", str(16 << 20), int),
         generated_tokens=generated,
-        decode_lease_seconds=float(env.get("SHOAL_DECODE_LEASE_SECONDS", "30")),
-        decode_memory_bytes=int(env.get("SHOAL_DECODE_MEMORY_BYTES", str(8 << 30))),
-        header_seconds=float(env.get("SHOAL_HEADER_SECONDS", "10")),
-        report_retention_days=float(env.get("SHOAL_REPORT_RETENTION_DAYS", "0")),
-        body_seconds=float(env.get("SHOAL_BODY_SECONDS", "30")),
+        decode_lease_seconds=_number(env, "SHOAL_DECODE_LEASE_SECONDS", "30", float),
+        decode_memory_bytes=_number(env, "SHOAL_DECODE_MEMORY_BYTES", str(8 << 30), int),
+        header_seconds=_number(env, "SHOAL_HEADER_SECONDS", "10", float),
+        report_retention_days=_number(env, "SHOAL_REPORT_RETENTION_DAYS", "0", float),
+        body_seconds=_number(env, "SHOAL_BODY_SECONDS", "30", float),
     )

@@ -1,6 +1,10 @@
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
+import pytest
 
 from shoal.client.cli import main
 from shoal.server.datasets import paper_mixture
@@ -51,3 +55,19 @@ def test_sketch_bench_smoke_runs_every_variant(tmp_path, capsys):
     rel = {line.split()[1] + line.split()[2]: float(line.split("rel_SSE=")[1].split()[0])
            for line in out.splitlines() if "rel_SSE=" in line}
     assert rel["localL=1"] < rel["localL=3000"]  # one curator-sized device beats 3000 one-record devices
+
+
+@pytest.mark.parametrize(("env", "needle"), [
+    ({"SHOAL_MAX_BATCH": "lots"}, "SHOAL_MAX_BATCH='lots' is not an integer"),
+    ({"SHOAL_BODY_SECONDS": "soon"}, "SHOAL_BODY_SECONDS='soon' is not a number"),
+    ({"SHOAL_OPERATOR_TOKEN": "short-secret"}, "SHOAL_OPERATOR_TOKEN is too short"),
+])
+def test_the_server_refuses_a_bad_setting_in_one_line(tmp_path, env, needle):
+    base = dict(os.environ, SHOAL_OPERATOR_TOKEN="op-" + "x" * 20, SHOAL_SHUFFLER_TOKEN="sh-" + "y" * 20,
+                SHOAL_KEY_PATH=str(tmp_path / "key.pem"))
+    out = subprocess.run([sys.executable, "-m", "shoal.client.cli", "server", "--port", "0", "--db",
+                          f"sqlite:///{tmp_path / 's.db'}"], env=base | env, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 2
+    assert needle in out.stderr and "Traceback" not in out.stderr
+    assert "short-secret" not in out.stderr
