@@ -81,7 +81,10 @@ def run_schemathesis(url: str, header: str | None) -> tuple[int, str]:
            "--max-examples", str(SCHEMATHESIS_EXAMPLES), "--seed", "13", "--suppress-health-check", "all"]
     if header:
         cmd += ["-H", header]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as cwd:  # its example cache stays out of the checkout
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=cwd)
     return out.returncode, out.stdout + out.stderr
 
 
