@@ -114,20 +114,11 @@ def _client_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _env_number(name: str, default: float) -> float:
-    import os
-
-    raw = os.environ.get(name, str(default))
-    try:
-        return float(raw)
-    except ValueError:
-        raise ValueError(f"{name}={raw!r} is not a number") from None
-
-
 def _shuffler(args: argparse.Namespace) -> int:
     import os
 
     from shoal.common.http_edge import serve
+    from shoal.server.settings import env_number
     from shoal.shuffler.app import ShufflerSettings, create_app
 
     token = os.environ.get("SHOAL_SHUFFLER_TOKEN", "")
@@ -150,8 +141,8 @@ def _shuffler(args: argparse.Namespace) -> int:
                                     min_batch=args.min_batch, server_key=pinned_key(args.server_key),
                                     enrol_token=enrol, round_check_seconds=args.round_check_seconds,
                                     max_round_age_seconds=args.max_round_age_hours * 3600,
-                                    header_seconds=_env_number("SHOAL_HEADER_SECONDS", 10.0),
-                                    body_seconds=_env_number("SHOAL_BODY_SECONDS", 30.0))
+                                    header_seconds=env_number(os.environ, "SHOAL_HEADER_SECONDS", "10", float),
+                                    body_seconds=env_number(os.environ, "SHOAL_BODY_SECONDS", "30", float))
     except ValueError as exc:
         print(f"shoal shuffler: {exc}", file=sys.stderr)
         return 2

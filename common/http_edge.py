@@ -124,7 +124,8 @@ class Guards:
         """Run the app with each body chunk due within ``body_seconds``."""
         from starlette.responses import JSONResponse
 
-        done, started = False, False
+        done = False
+        sent = _StartTracker(send)
 
         async def timed_receive() -> Message:
             nonlocal done
@@ -137,18 +138,25 @@ class Guards:
             done = message["type"] != "http.request" or not message.get("more_body", False)
             return message
 
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
         try:
-            await self.app(scope, timed_receive, tracking_send)
+            await self.app(scope, timed_receive, sent)
         except _SlowBody:
-            if started:
+            if sent.started:
                 raise
             await JSONResponse(status_code=408, headers={"Connection": "close"}, content={
                 "detail": f"request body not received within {self.body_seconds:g} s"})(scope, receive, send)
+
+
+class _StartTracker:
+    """An ASGI ``send`` that remembers whether the response has started (after
+    which a middleware can no longer answer in its place)."""
+
+    def __init__(self, send: Send) -> None:
+        self.send, self.started = send, False
+
+    async def __call__(self, message: Message) -> None:
+        self.started = self.started or message["type"] == "http.response.start"
+        await self.send(message)
 
 
 class _SlowBody(BaseException):
@@ -173,19 +181,13 @@ class InternalErrors:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started = False
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
+        sent = _StartTracker(send)
         try:
-            await self.app(scope, receive, tracking_send)
+            await self.app(scope, receive, sent)
         except Exception:
             error_id = secrets.token_hex(6)
             log.exception("internal error %s on %s %s", error_id, scope.get("method"), scope.get("path"))
-            if started:
+            if sent.started:
                 raise
             body = {"detail": f"internal error {error_id}: see the service log", "error": "InternalError"}
             await JSONResponse(status_code=500, content=body)(scope, receive, send)

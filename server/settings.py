@@ -84,7 +84,7 @@ class Settings:
             raise ConfigError(f"bad limits: max_batch={self.max_batch}, max_body_bytes={self.max_body_bytes}")
 
 
-def _number(env: os._Environ[str] | dict[str, str], name: str, default: str, kind: type[int] | type[float]) -> Any:
+def env_number(env: os._Environ[str] | dict[str, str], name: str, default: str, kind: type[int] | type[float]) -> Any:
     """An environment setting as a number, or a ConfigError naming the variable."""
     raw = env.get(name, default)
     try:
@@ -104,12 +104,12 @@ def load_settings(host: str = "127.0.0.1", db_url: str | None = None) -> Setting
         operator_token=op or secrets.token_urlsafe(24),
         shuffler_token=sh or secrets.token_urlsafe(24),
         host=host,
-        max_batch=_number(env, "SHOAL_MAX_BATCH", "10000", int),
-        max_body_bytes=_number(env, "SHOAL_MAX_BODY_BYTES", str(16 << 20), int),
+        max_batch=env_number(env, "SHOAL_MAX_BATCH", "10000", int),
+        max_body_bytes=env_number(env, "SHOAL_MAX_BODY_BYTES", str(16 << 20), int),
         generated_tokens=generated,
-        decode_lease_seconds=_number(env, "SHOAL_DECODE_LEASE_SECONDS", "30", float),
-        decode_memory_bytes=_number(env, "SHOAL_DECODE_MEMORY_BYTES", str(8 << 30), int),
-        header_seconds=_number(env, "SHOAL_HEADER_SECONDS", "10", float),
-        report_retention_days=_number(env, "SHOAL_REPORT_RETENTION_DAYS", "0", float),
-        body_seconds=_number(env, "SHOAL_BODY_SECONDS", "30", float),
+        decode_lease_seconds=env_number(env, "SHOAL_DECODE_LEASE_SECONDS", "30", float),
+        decode_memory_bytes=env_number(env, "SHOAL_DECODE_MEMORY_BYTES", str(8 << 30), int),
+        header_seconds=env_number(env, "SHOAL_HEADER_SECONDS", "10", float),
+        report_retention_days=env_number(env, "SHOAL_REPORT_RETENTION_DAYS", "0", float),
+        body_seconds=env_number(env, "SHOAL_BODY_SECONDS", "30", float),
     )
