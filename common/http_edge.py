@@ -4,7 +4,7 @@ their routes, so that a slow, huge or broken request costs little:
 - ``serve``: uvicorn with a header timeout (a connection must finish its
   request line and headers within ``header_seconds``; issue 13: 1,100 half-sent
   requests held 1,100 descriptors for ever) and the descriptor limit raised;
-- ``Guards``: Content-Length required and bounded, at most ``large_slots``
+- ``Guards``: a body's Content-Length required (chunked bodies refused) and bounded, at most ``large_slots``
   large bodies read at once (a 503 beyond), and each body chunk due within
   ``body_seconds`` (408 otherwise);
 - ``InternalErrors``: an unexpected exception is a JSON 500 that keeps the
@@ -102,10 +102,13 @@ class Guards:
         if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
             await self.app(scope, receive, send)
             return
-        length = dict(scope["headers"]).get(b"content-length")
+        headers = dict(scope["headers"])
+        length = headers.get(b"content-length")
         if length is None:
-            await JSONResponse(status_code=411, content={"detail": "Content-Length required"})(scope, receive, send)
-            return
+            if b"transfer-encoding" in headers:  # a chunked body could not be bounded before reading it
+                await JSONResponse(status_code=411, content={"detail": "Content-Length required"})(scope, receive, send)
+                return
+            length = b"0"  # neither header: the request has no body (RFC 9112, 6.3), e.g. curl -X POST
         if not length.isdigit() or int(length) > self.max_bytes:
             await JSONResponse(status_code=413, content={"detail": f"body over {self.max_bytes} bytes"})(
                 scope, receive, send)

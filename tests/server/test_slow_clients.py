@@ -96,3 +96,22 @@ def test_large_bodies_beyond_the_concurrency_limit_get_a_503(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_post_without_a_body_needs_no_content_length_but_a_chunked_body_does(server):
+    import socket as sk
+
+    def raw(request: bytes) -> bytes:
+        s = sk.create_connection(("127.0.0.1", server.port))
+        s.sendall(request)
+        s.settimeout(5)
+        out = s.recv(4096)
+        s.close()
+        return out
+
+    auth = f"Authorization: Bearer {server.operator}\r\n".encode()
+    answer = raw(b"POST /rounds/nope/cluster HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth + b"\r\n")
+    assert answer.startswith(b"HTTP/1.1 404")  # reached the route: no 411 for an empty POST
+    chunked = raw(b"POST /rounds HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n" + auth
+                  + b"Content-Type: application/json\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
+    assert chunked.startswith(b"HTTP/1.1 411")
