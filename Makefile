@@ -13,19 +13,19 @@ $(VENV)/.installed: pyproject.toml
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy common client server shuffler
+	$(VENV)/bin/mypy common client server shuffler deploy
 
 test: lint
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2
 
 demo: $(VENV)/.installed
 	$(VENV)/bin/shoal sim --users 5000 --via-shuffler
 
 demo-core: $(VENV)/.installed
-	$(PY) -m shoal.server.demo
+	$(VENV)/bin/shoal demo
 
 bench: $(VENV)/.installed
-	$(VENV)/bin/shoal bench
+	$(VENV)/bin/shoal bench --out tests/bench/results
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -9,7 +9,6 @@ errors are mapped to :class:`TransportError` here, at the boundary.
 from __future__ import annotations
 
 import base64
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,21 +17,13 @@ from typing import Any
 import httpx
 import numpy as np
 
-from shoal.client.encoder import device_rng, encode
+from shoal.client.kinds import device_kind
 from shoal.client.ledger import Ledger, Spend
-from shoal.client.sketch_encoder import sketch_messages, sketch_shares
-from shoal.common.config import RoundConfig, config_from_dict
-from shoal.common.envelope import seal
-from shoal.common.errors import ConfigError, PrivacyError, ShoalError
-from shoal.common.messages import sealed_share_parts
-from shoal.common.refine import contributions, is_refine, refine_from_dict
-from shoal.common.secure_sum import SecureSumParams, encode_devices
-from shoal.common.signing import TrustError, config_digest, pinned_key, verify_config
-from shoal.common.sketch_round import SketchRoundConfig, is_sketch, sketch_round_from_dict
+from shoal.client.participation import Participation, TransportError
+from shoal.common.kinds import config_kinds, kind_name, parse_config
+from shoal.common.signing import config_digest, pinned_key, verify_config
 
-
-class TransportError(ShoalError):
-    """The server could not be reached or refused the message."""
+__all__ = ["Device", "TransportError"]
 
 
 class Device:
@@ -67,14 +58,10 @@ class Device:
         self.backoff = backoff
         self.http = client or httpx.Client(timeout=30)
 
-    def fetch_config(self, round_id: str) -> RoundConfig:
-        return self._fetch(round_id)[0]
-
-    def _fetch(self, round_id: str) -> tuple[RoundConfig, bytes]:
-        """The round's config (re-validated here, including a shuffle round's
-        amplification claim) and the server's public key."""
-        config, key, _ = self._verified(round_id)
-        return config_from_dict(config), key
+    def fetch_config(self, round_id: str) -> Any:
+        """The round's config, parsed and re-validated by its kind (a shuffle
+        round's amplification claim included)."""
+        return parse_config(self._verified(round_id)[0])
 
     def _verified(self, round_id: str) -> tuple[dict[str, Any], bytes, str]:
         """The round's config, the X25519 key to seal to, and the config's digest;
@@ -85,14 +72,6 @@ class Device:
             return v.config, v.server_public_key, v.digest
         return (dict(body["config"]), base64.b64decode(body["server_public_key"]),
                 config_digest(body["config"], body["server_public_key"]))
-
-    def _need_pin(self, round_id: str, what: str) -> None:
-        if self.server_key is None:
-            raise TrustError(
-                f"round {round_id} is a {what} round: pin the server's key (Device(server_key=...) or "
-                "SHOAL_SERVER_KEY); without it a hostile server could give this device a key of its own and "
-                "link its message to it"
-            )
 
     def participate(self, round_id: str, point: np.ndarray | list[float]) -> dict[str, int]:
         """Encode ``point`` for the round (once, ever, across processes sharing
@@ -119,69 +98,12 @@ class Device:
 
     def _plan(self, round_id: str, config: dict[str, Any], key: bytes, digest: str,
               x: np.ndarray) -> tuple[Spend, Callable[[], str]]:
-        """What answering this round costs and how its message is built (the
-        ledger calls the builder under its lock, at most once per round)."""
-        if is_refine(config):
-            refine = refine_from_dict(config)
-            spend = self._secure_sum_spend(round_id, refine.secure_sum)
-            return spend, lambda: self._secure_sum_message(
-                round_id, encode_devices(contributions(x.reshape(1, -1), refine), refine.secure_sum, device_rng()),
-                key, digest)
-        if is_sketch(config):
-            return self._sketch_plan(round_id, sketch_round_from_dict(config), key, digest, x)
-        cfg = config_from_dict(config)
-        if cfg.model == "shuffle":
-            if not self.shuffler_url:
-                raise TransportError(f"round {round_id} is a shuffle-model round: this device needs a shuffler_url")
-            self._need_pin(round_id, "shuffle-model")
-
-        def make() -> str:
-            message = encode(x, cfg).model_dump_json()
-            if cfg.model != "shuffle":
-                return message
-            # Sealed to the server, bound to the round: the shuffler cannot read it.
-            return json.dumps({"sealed": base64.b64encode(seal(message.encode(), key, round_id)).decode(),
-                               "config_digest": digest})
-
-        # The local epsilon: the guarantee that holds even if the shuffler and the server collude.
-        return Spend("local", cfg.device_epsilon, note=f"{cfg.model} tree round"), make
-
-    def _secure_sum_spend(self, round_id: str, params: SecureSumParams) -> Spend:
-        """Secure-sum rounds: no local guarantee; only with the owner's consent."""
-        if not self.shuffler_url:
-            raise TransportError(f"round {round_id} is a secure-sum round: this device needs a shuffler_url")
-        self._need_pin(round_id, "secure-sum")
-        if not self.allow_no_local_guarantee:
-            raise PrivacyError(
-                f"round {round_id} is a secure-sum round: this device's shares carry no local DP guarantee "
-                f"(central eps={params.epsilon:g}, delta={params.delta:g} hold only if the shuffler does not "
-                "collude with the server); take part only with the owner's consent: "
-                "Device(..., allow_no_local_guarantee=True) or 'shoal client report --allow-no-local-guarantee'"
-            )
-        return Spend("none", 0.0, central_epsilon=params.epsilon, delta=params.delta,
-                     note="secure sum: no local guarantee")
-
-    def _secure_sum_message(self, round_id: str, shares: np.ndarray, key: bytes, digest: str) -> str:
-        """This device's shares (1, s, L + 1), each sealed on its own, as one submission for the shuffler."""
-        return json.dumps({"parts": sealed_share_parts(shares, key, round_id)[0], "config_digest": digest})
-
-    def _sketch_plan(self, round_id: str, cfg: SketchRoundConfig, key: bytes, digest: str,
-                     x: np.ndarray) -> tuple[Spend, Callable[[], str]]:
-        """A sketch round: local model, one scrambled sketch of the device's
-        n0 records, charged n0 eps (eps holds per record; the device's user
-        may own all n0, and group privacy gives n0 eps); shuffle model, the
-        one record's features through secure summation via the shuffler."""
-        x = x.reshape(1, -1) if x.ndim == 1 else x
-        if cfg.secure_sum is None:
-            n0 = x.shape[0]
-            spend = Spend("local", n0 * cfg.sketch.epsilon,
-                          note=f"sketch of {n0} records: eps {cfg.sketch.epsilon:g} per record, {n0} x for the user")
-            return spend, lambda: sketch_messages(x, np.array([n0]), cfg)[0].model_dump_json()
-        if x.shape[0] != 1:
-            raise ConfigError(f"a shuffle-model sketch round takes one record per device, got {x.shape[0]}")
-        params = cfg.secure_sum
-        spend = self._secure_sum_spend(round_id, params)
-        return spend, lambda: self._secure_sum_message(round_id, sketch_shares(x, cfg), key, digest)
+        """What answering this round costs and how its message is built, as the
+        round's kind says (``client/kinds/``)."""
+        name = kind_name(config)
+        part = Participation(round_id, key, digest, self.shuffler_url, self.server_key is not None,
+                             self.allow_no_local_guarantee)
+        return device_kind(name).plan(part, config_kinds()[name].parse(config), x)
 
     def _request(self, method: str, path: str, base: str | None = None, **kw: object) -> httpx.Response:
         delay = self.backoff

@@ -26,7 +26,6 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.config import RoundConfig
 from shoal.common.hadamard import hadamard_sign
 from shoal.common.hashing import bucket_hash
 from shoal.common.local_hashing import randomise_buckets
@@ -34,6 +33,7 @@ from shoal.common.messages import DeviceMessage, ReportBatch
 from shoal.common.nets import node_space
 from shoal.common.privunit import sample_decoded, select
 from shoal.common.public_random import PublicRandomness
+from shoal.common.tree_round import RoundConfig
 
 
 def device_rng() -> np.random.Generator:

@@ -17,7 +17,6 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat
 
-from shoal.common.config import RoundConfig
 from shoal.common.envelope import seal
 from shoal.common.errors import ReportError
 from shoal.common.privunit import decode
@@ -25,6 +24,7 @@ from shoal.common.public_random import PublicRandomness
 from shoal.common.secure_sum import SecureSumParams
 from shoal.common.sketch import MAX_SKETCH, SketchParams, off_grid
 from shoal.common.sketch_round import MAX_DEVICE_RECORDS
+from shoal.common.tree_round import RoundConfig
 
 
 class HistReport(BaseModel):

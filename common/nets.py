@@ -23,9 +23,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shoal.common.bounds import clip_to_ball
-from shoal.common.config import RoundConfig
 from shoal.common.hashing import node_keys
 from shoal.common.public_random import PublicRandomness, lattice_spacing
+from shoal.common.tree_round import RoundConfig
 
 Coords = NDArray[np.int64]
 

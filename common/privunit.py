@@ -46,6 +46,9 @@ PrivUnit's for d in {2, 10, 16, 100} and eps in [0.5, 7.5] (computed;
 Wire: 8 bytes of nonce and a 2-byte index instead of d floats.
 ``sample_decoded`` draws V_J / c directly from its distribution (order
 statistics; for simulations and benchmarks only, never for a device).
+
+Over 300 lines because the exact cap sampler, its calibration and the
+codebook wire form must agree bit for bit; they are one mechanism.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.config import RoundConfig
+from shoal.common.tree_round import RoundConfig
 
 _TAGS = {"projection": 1, "shifts": 2, "planes": 3, "level_keys": 4, "hist_seeds": 5, "vec_key": 6}
 

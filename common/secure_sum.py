@@ -68,6 +68,8 @@ values, sigma = 40 -> 12 messages). sigma is the smallest integer with
 
 Everything is vectorised over devices; the arithmetic mod q = 2^bits runs
 in uint64 with natural wrap-around (2^bits divides 2^64). Pure math, no I/O.
+Just over 300 lines: parameters, encoding, noise shares and decoding of one
+protocol, whose modular arithmetic must be read together.
 """
 
 from __future__ import annotations

@@ -61,6 +61,9 @@ estimate of ||z||^2 from the noisy sketch itself (post-processing).
 
 Pure numpy, no I/O; vectorised over records and devices (the mask loop
 runs r times over whole arrays, never once per record).
+
+Over 300 lines: the sketch, its scrambling mask and the exact noise share
+one fixed-point grid, and the audit needs them side by side.
 """
 
 from __future__ import annotations
@@ -197,7 +200,7 @@ def _noise_grid(params: SketchParams, n0: int) -> SketchNoise:
 def default_scales(dim: int, k: int) -> tuple[float, float]:
     """Bandwidth range from the public bound alone: from the unit ball's radius
     (1) down to a hundredth of it. With the Gaussian-atom decoder
-    (``server/clompr.py``) the result barely depends on the range: on
+    (``server/decoders/sketch/clompr.py``) the result barely depends on the range: on
     Schellekens et al.'s mixture (n = 1e5, k = d = 10, public radius 13) the
     relative SSE was 1.000 for a finest bandwidth of 0.01, 0.02 and 0.05,
     but 1.21 for 0.16 (at n = 1e6), so the range errs on the fine side;

@@ -28,9 +28,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shoal.common.bounds import PublicBound, bound_from_dict, bound_to_dict
-from shoal.common.config import MODELS, Model
 from shoal.common.errors import ConfigError
 from shoal.common.events import ScrambledSketchEvent, SecureSumEvent
+from shoal.common.kinds import ConfigKind, Mixing, secure_sum_mixing
 from shoal.common.secure_sum import SecureSumParams
 from shoal.common.sketch import (
     SketchParams,
@@ -39,8 +39,9 @@ from shoal.common.sketch import (
     frequencies,
     secure_sum_params,
 )
+from shoal.common.tree_round import MODELS, Model
 
-KIND = "sketch"
+NAME = "sketch"
 MAX_DEVICE_RECORDS = 10**9  # n0 bound on the wire
 
 
@@ -159,7 +160,7 @@ def derive_sketch_round(
 def sketch_round_to_dict(config: SketchRoundConfig) -> dict[str, Any]:
     """The published config (``kind`` tells it from tree and refine rounds)."""
     out = asdict(config)
-    out["kind"] = KIND
+    out["kind"] = NAME
     out["bound"] = bound_to_dict(config.bound)
     return out
 
@@ -177,6 +178,11 @@ def sketch_round_from_dict(data: dict[str, Any]) -> SketchRoundConfig:
         raise ConfigError(f"not a sketch round config: {exc}") from exc
 
 
-def is_sketch(config: dict[str, Any]) -> bool:
-    return config.get("kind") == KIND
+# The shared half of the sketch kind (``common/kinds.py``).
+KIND = ConfigKind(
+    NAME, parse=lambda data: sketch_round_from_dict(dict(data)), dump=sketch_round_to_dict,
+    event=lambda config: config.event,
+    mixing=lambda config: (Mixing(0, True, 1) if config.secure_sum is None
+                           else secure_sum_mixing(config.secure_sum.min_devices, config.secure_sum.shares)),
+)
 

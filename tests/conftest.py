@@ -39,7 +39,7 @@ class ServerProc:
 
 def _spawn(env: dict[str, str], port: int, db: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "shoal.client.cli", "server", "--port", str(port), "--db", db],
+        [sys.executable, "-m", "shoal.common.cli", "server", "--port", str(port), "--db", db],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
 

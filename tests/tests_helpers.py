@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from shoal.server.sim import free_port, wait_healthy
+from shoal.deploy.sim import free_port, wait_healthy
 
 __all__ = ["PG_URL", "free_port", "pg_schema", "run_schemathesis", "send_until_killed", "stored_message_ids",
            "wait_healthy"]

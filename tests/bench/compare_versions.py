@@ -34,11 +34,11 @@ def _cell(spec: dict, seed: int, data_dir: str) -> dict:
     """Run one cell with whichever ``shoal`` is importable; returns its objective."""
     import numpy as np
 
-    from shoal.server.kmeans import kmeans_cost
+    from shoal.server.decoders.kmeans import kmeans_cost
 
     if spec["kind"] == "tree":
-        from shoal.server.datasets import load_uber, paper_mixture
-        from shoal.server.simulate import simulate
+        from shoal.deploy.datasets import load_uber, paper_mixture
+        from shoal.deploy.simulate import simulate
 
         ds = paper_mixture(spec["n"], seed=0) if spec["data"] == "paper" else load_uber(Path(data_dir))
         t = time.perf_counter()
@@ -52,8 +52,8 @@ def _cell(spec: dict, seed: int, data_dir: str) -> dict:
         frequencies,
         noise_variance,
     )
-    from shoal.server.clompr import clompr
-    from shoal.server.sketch_bench import _local_sketch, schellekens_mixture
+    from shoal.deploy.bench.sketch import _local_sketch, schellekens_mixture
+    from shoal.server.decoders.sketch.clompr import clompr
 
     ds = schellekens_mixture(spec["n"], k=spec["k"], seed=0)
     xb = ds.bound.to_ball(ds.points)

@@ -113,7 +113,7 @@ def test_a_device_imports_no_fastapi():
 def test_client_report_command(server, tmp_path):
     rid = _round(server)
     out = subprocess.run(
-        [sys.executable, "-m", "shoal.client.cli", "client", "report", "--server", server.url, "--round", rid,
+        [sys.executable, "-m", "shoal.common.cli", "client", "report", "--server", server.url, "--round", rid,
          "--point", "0.1,0.2,0.3", "--ledger", str(tmp_path / "l.json")],
         capture_output=True, text=True, check=True,
     )
@@ -123,7 +123,7 @@ def test_client_report_command(server, tmp_path):
 def test_client_report_refuses_a_config_under_another_pin_with_a_clear_line(server, tmp_path):
     rid = _round(server)
     out = subprocess.run(
-        [sys.executable, "-m", "shoal.client.cli", "client", "report", "--server", server.url, "--round", rid,
+        [sys.executable, "-m", "shoal.common.cli", "client", "report", "--server", server.url, "--round", rid,
          "--point", "0.1,0.2,0.3", "--ledger", str(tmp_path / "l.json"), "--server-key", "sha256:" + "0" * 64],
         capture_output=True, text=True,
     )

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from shoal.client.encoder import encode, encode_arrays
-from shoal.common.config import derive_config
 from shoal.common.errors import ReportError
 from shoal.common.hadamard import hadamard_sign
 from shoal.common.messages import DeviceMessage, ReportBatch
 from shoal.common.nets import node_space
+from shoal.common.tree_round import derive_config
 
 
 def test_no_report_field_but_randomiser_outputs_depends_on_the_point():

@@ -20,13 +20,13 @@ from legacy_samplers import (
 
 from shoal.client.encoder import encode_arrays
 from shoal.common.bounds import PublicBound
-from shoal.common.config import derive_config
 from shoal.common.hadamard import hadamard_sign
 from shoal.common.hashing import bucket_hash
 from shoal.common.nets import node_space
 from shoal.common.privunit import PrivUnitParams, cap_members, round_to_sphere, select
 from shoal.common.public_random import PublicRandomness
 from shoal.common.sketch import SketchParams, record_features, scramble
+from shoal.common.tree_round import derive_config
 
 SAMPLES = 100_000
 EPS = (1.0, 4.0, 8.0)

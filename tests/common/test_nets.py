@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from shoal.common.config import derive_config
 from shoal.common.nets import node_space
+from shoal.common.tree_round import derive_config
 
 
 @pytest.mark.parametrize("encoder,dim", [("nettree", 20), ("nettree", 2), ("lsh", 20)])

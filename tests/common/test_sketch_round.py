@@ -11,10 +11,10 @@ from shoal.common.accounting import central_guarantee
 from shoal.common.bounds import PublicBound
 from shoal.common.errors import ConfigError
 from shoal.common.events import ScrambledSketchEvent, SecureSumEvent, local_epsilon
+from shoal.common.kinds import kind_name, parse_config
 from shoal.common.sketch import frequencies
 from shoal.common.sketch_round import (
     derive_sketch_round,
-    is_sketch,
     sketch_round_from_dict,
     sketch_round_to_dict,
 )
@@ -40,8 +40,8 @@ def test_local_round_defaults_follow_seed_002():
 def test_sketch_round_survives_the_wire(make):
     cfg = make()
     data = sketch_round_to_dict(cfg)
-    assert is_sketch(data) and data["kind"] == "sketch"
-    assert sketch_round_from_dict(data) == cfg
+    assert kind_name(data) == "sketch"
+    assert sketch_round_from_dict(data) == cfg == parse_config(data)
 
 
 def test_local_round_is_eps_ldp_per_device():

@@ -12,16 +12,16 @@ import numpy as np
 from tests_helpers import wait_healthy
 
 from shoal.client.encoder import encode_arrays
-from shoal.common.config import config_from_dict
 from shoal.common.envelope import seal
 from shoal.common.signing import config_digest
+from shoal.common.tree_round import config_from_dict
 
 
 def _spawn_shuffler(server, db, port, min_batch, server_url=None):
     """A shuffler pinned to the server's identity (read here as an operator would, out of band)."""
     pin = httpx.get(server.url + "/server-key").json()["fingerprint"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "shoal.client.cli", "shuffler", "--server-url", server_url or server.url,
+        [sys.executable, "-m", "shoal.common.cli", "shuffler", "--server-url", server_url or server.url,
          "--port", str(port), "--min-batch", str(min_batch), "--db", db, "--server-key", pin],
         env=dict(server.env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )

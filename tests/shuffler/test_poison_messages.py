@@ -16,10 +16,10 @@ from shuffler_helpers import _buffered, _reports, _sealed_messages, _wait_until,
 from tests_helpers import free_port, wait_healthy
 
 from shoal.client.encoder import encode_arrays
-from shoal.common.config import config_from_dict
 from shoal.common.envelope import seal
 from shoal.common.messages import DeviceMessage, new_message_id
 from shoal.common.signing import config_digest
+from shoal.common.tree_round import config_from_dict
 
 
 def _round(server):
@@ -91,7 +91,7 @@ def test_a_round_deleted_at_the_server_is_forgotten_by_the_shuffler(server, tmp_
     db = str(tmp_path / "sh.db")
     pin = httpx.get(server.url + "/server-key").json()["fingerprint"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "shoal.client.cli", "shuffler", "--server-url", server.url, "--port", str(port),
+        [sys.executable, "-m", "shoal.common.cli", "shuffler", "--server-url", server.url, "--port", str(port),
          "--min-batch", "20", "--db", db, "--server-key", pin, "--round-check-seconds", "0.3"],
         env=dict(server.env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"

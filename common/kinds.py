@@ -1,0 +1,98 @@
+"""Round kinds: one interface, found by the config's ``kind`` (DESIGN.md, "Round kinds").
+
+A kind of round (tree, sketch, refine; central, greedy and continual to
+come) is three small halves that share its name, so each side of the
+system imports only what it may:
+
+- here, in ``shoal.common``: the config (parse and validate, serialise)
+  and its privacy event record: a :class:`ConfigKind` declared at the
+  bottom of the kind's config module (``tree_round.py``,
+  ``sketch_round.py``, ``refine_round.py``) and listed in ``_MODULES``;
+- in ``shoal.client.kinds``: what a device does to take part (its budget
+  spend and its one message), and the simulator's vectorised encoder;
+- in ``shoal.server.rounds.kinds``: deriving the config from an operator's
+  request, validating a batch of reports into stored rows, the
+  accumulator, the decoder and the privacy statement.
+
+The service, the device, the shuffler and the simulator look kinds up
+here and in those two registries; nothing else switches on config types.
+To add a kind: write the three halves, add one line to each registry, and
+``tests/test_kinds.py`` checks that the three agree.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from shoal.common.errors import ConfigError
+
+# A config published without a "kind" key predates kinds: it is a tree round's.
+LEGACY_KIND = "tree"
+_MODULES = ("shoal.common.tree_round", "shoal.common.sketch_round", "shoal.common.refine_round")
+
+
+@dataclass(frozen=True)
+class Mixing:
+    """How the shuffler treats a round's messages: the smallest batch it may
+    release, whether its forwarder may release batches on its own (else only
+    an explicit flush, as one permutation of everything), and how many
+    sealed messages one device submits."""
+
+    min_messages: int
+    auto_release: bool
+    parts_per_device: int
+
+    def __post_init__(self) -> None:
+        if self.min_messages < 0 or self.parts_per_device < 1:
+            raise ConfigError(f"bad mixing rule: min_messages={self.min_messages}, "
+                              f"parts_per_device={self.parts_per_device}")
+
+
+def secure_sum_mixing(min_devices: int, shares: int) -> Mixing:
+    """A secure-sum round: every share of at least ``min_devices`` devices,
+    mixed together in one flush (``common/secure_sum.py``, split-and-mix)."""
+    return Mixing(min_devices * shares, False, shares)
+
+
+@dataclass(frozen=True)
+class ConfigKind:
+    """The shared half of a round kind, made of its config module's functions
+    (each config module declares one as ``KIND``)."""
+
+    name: str  # the published config's "kind"
+    parse: Callable[[Mapping[str, Any]], Any]  # the config from its dict, validated again (devices, shuffler)
+    dump: Callable[[Any], dict[str, Any]]  # the published dict, JSON-ready, with "kind"; parse inverts it
+    event: Callable[[Any], object]  # the immutable record of the round's randomiser (common/events.py)
+    mixing: Callable[[Any], Mixing]  # what the shuffler must do with the round's messages
+
+
+_registry: dict[str, ConfigKind] = {}
+
+
+def config_kinds() -> dict[str, ConfigKind]:
+    """Every kind's shared half, by name (imported on first use)."""
+    if not _registry:
+        for module in _MODULES:
+            kind: ConfigKind = importlib.import_module(module).KIND
+            _registry[kind.name] = kind
+    return _registry
+
+
+def kind_name(data: Mapping[str, Any]) -> str:
+    """The kind a published config names; unknown kinds raise ConfigError."""
+    name = data.get("kind", LEGACY_KIND)
+    if name not in config_kinds():
+        raise ConfigError(f"unknown round kind {name!r}; this build knows {sorted(config_kinds())}")
+    return str(name)
+
+
+def parse_config(data: Mapping[str, Any]) -> Any:
+    """A published config, parsed by its kind."""
+    return config_kinds()[kind_name(data)].parse(data)
+
+
+def dump_config(name: str, config: Any) -> dict[str, Any]:
+    return config_kinds()[name].dump(config)

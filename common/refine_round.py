@@ -1,0 +1,162 @@
+"""The ``refine`` round: one Lloyd step on the devices, summed securely.
+
+After a tree round (seed 004, Alg. 3-4) is decoded, the server publishes
+its k centers (in the unit ball of the original space). Each device assigns
+itself to its nearest center and contributes, to that center's bucket only,
+its ball point and a count of 1: a vector of k x (d + 1) numbers of which
+d + 1 are non-zero (L1 norm <= sqrt(d) + 1, entries in [-1, 1]). The sums go
+through ``secure_sum`` (split-and-mix in the shuffle model, distributed
+discrete Laplace), so each new center sum / count has near-central error:
+this is the "bucketized vector summation" step of seed 004 (Sec. 4, Thm. 22
+with the shuffle-model aggregation of Thm. 2 / Appendix C), run as a second
+round on the parent's centers instead of the tree's nodes.
+
+Privacy: the refine round is (eps, delta)-DP on its own (``SecureSumEvent``);
+with its parent it composes sequentially (``RoundsEvent``). Pure math, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from shoal.common.bounds import PublicBound, bound_from_dict, bound_to_dict, clip_to_ball
+from shoal.common.errors import ConfigError
+from shoal.common.events import SecureSumEvent
+from shoal.common.kinds import ConfigKind, secure_sum_mixing
+from shoal.common.secure_sum import SecureSumParams
+
+NAME = "refine"
+NOISE_GATE = 3.0  # a bucket whose noisy count is below this many noise sds keeps the parent's center
+
+
+@dataclass(frozen=True)
+class RefineConfig:
+    """Public parameters of a refine round: the parent's centers and the secure sum."""
+
+    round_id: str
+    parent_id: str
+    k: int
+    dim: int
+    bound: PublicBound
+    centers: tuple[tuple[float, ...], ...]
+    secure_sum: SecureSumParams
+
+    def __post_init__(self) -> None:
+        if self.k < 1 or self.dim < 1:
+            raise ConfigError(f"refine needs k >= 1 and dim >= 1, got k={self.k}, dim={self.dim}")
+        c = np.asarray(self.centers, dtype=np.float64)
+        if c.shape != (self.k, self.dim):
+            raise ConfigError(f"refine centers have shape {c.shape}, expected ({self.k}, {self.dim})")
+        if not np.all(np.isfinite(c)) or np.any(np.linalg.norm(c, axis=1) > 1 + 1e-9):
+            raise ConfigError("refine centers must be finite points of the unit ball")
+        s = self.secure_sum
+        if s.length != self.k * (self.dim + 1):
+            raise ConfigError(f"secure sum length {s.length} != k (d + 1) = {self.k * (self.dim + 1)}")
+        if s.max_nonzero < self.dim + 1 or s.l1_norm < math.sqrt(self.dim) + 1 or s.max_abs < 1:
+            raise ConfigError(
+                f"secure sum bounds (l1 {s.l1_norm}, max_abs {s.max_abs}, non-zeros {s.max_nonzero}) "
+                f"do not cover a ball point and a count (l1 sqrt(d) + 1, {self.dim + 1} non-zeros)"
+            )
+        self.bound.check_dim(self.dim)
+
+    def decode_bytes(self, devices: int | None = None) -> int:
+        """Memory a decode needs, in bytes: every device's shares (L + 1 words each) at once."""
+        n = self.secure_sum.max_devices if devices is None else devices
+        return 8 * n * self.secure_sum.shares * (self.secure_sum.length + 1)
+
+    @property
+    def center_array(self) -> NDArray[np.float64]:
+        return np.asarray(self.centers, dtype=np.float64)
+
+    @property
+    def event(self) -> SecureSumEvent:
+        s = self.secure_sum
+        return SecureSumEvent(s.epsilon, s.delta, s.min_devices, s.shares)
+
+
+def derive_refine(
+    parent_id: str,
+    ball_centers: NDArray[np.float64],
+    bound: PublicBound,
+    epsilon: float,
+    delta: float,
+    min_devices: int,
+    max_devices: int | None = None,
+    round_id: str = "refine",
+) -> RefineConfig:
+    """A refine round on the parent's centers (k, d) in the unit ball."""
+    c = clip_to_ball(np.asarray(ball_centers, dtype=np.float64))
+    k, d = c.shape
+    params = SecureSumParams.derive(
+        k * (d + 1),
+        l1_norm=math.sqrt(d) * (1 + 1e-9) + 1,  # margin for float rounding of unit-norm points
+        max_abs=1.0,
+        max_nonzero=d + 1,
+        epsilon=epsilon,
+        delta=delta,
+        min_devices=min_devices,
+        max_devices=max_devices,
+    )
+    return RefineConfig(round_id, parent_id, k, d, bound, tuple(map(tuple, c.tolist())), params)
+
+
+def contributions(points: NDArray[np.float64], config: RefineConfig) -> NDArray[np.float64]:
+    """What each device feeds into the secure sum: (n, k (d + 1)), its ball
+    point and a 1 in the bucket of its nearest center, zeros elsewhere."""
+    x = config.bound.to_ball(points)
+    if x.shape[1] != config.dim:
+        raise ConfigError(f"points have {x.shape[1]} features, the round has {config.dim}")
+    c = config.center_array
+    d2 = (x * x).sum(1)[:, None] - 2 * x @ c.T + (c * c).sum(1)[None, :]
+    label = np.argmin(d2, axis=1)
+    out = np.zeros((x.shape[0], config.k, config.dim + 1))
+    rows = np.arange(x.shape[0])
+    out[rows, label, : config.dim] = x
+    out[rows, label, config.dim] = 1.0
+    return out.reshape(x.shape[0], -1)
+
+
+def refined_centers(total: NDArray[np.float64], config: RefineConfig) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Ball centers and noisy sizes from the decoded sum (k (d + 1),).
+
+    A bucket with a noisy count below ``NOISE_GATE`` noise sds keeps the
+    parent's center (a mean of noise would be worse); means are clipped into
+    the ball."""
+    t = np.asarray(total, dtype=np.float64).reshape(config.k, config.dim + 1)
+    sums, counts = t[:, : config.dim], t[:, config.dim]
+    gate = NOISE_GATE * config.secure_sum.noise_std
+    ok = counts > max(gate, 1.0)
+    means = np.where(ok[:, None], sums / np.where(ok, counts, 1.0)[:, None], config.center_array)
+    return clip_to_ball(means), np.maximum(counts, 0.0)
+
+
+def refine_to_dict(config: RefineConfig) -> dict[str, Any]:
+    """The published config of a refine round (``kind`` tells it from a tree round)."""
+    out = asdict(config)
+    out["kind"] = NAME
+    out["centers"] = [list(c) for c in config.centers]
+    out["bound"] = bound_to_dict(config.bound)
+    return out
+
+
+def refine_from_dict(data: dict[str, Any]) -> RefineConfig:
+    """Inverse of ``refine_to_dict``; validates everything again (devices call it)."""
+    try:
+        fields = {k: v for k, v in data.items() if k != "kind"}
+        bound = bound_from_dict(fields.pop("bound"))
+        centers = tuple(tuple(float(v) for v in c) for c in fields.pop("centers"))
+        params = SecureSumParams(**fields.pop("secure_sum"))
+        return RefineConfig(bound=bound, centers=centers, secure_sum=params, **fields)
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"not a refine config: {exc}") from exc
+
+
+# The shared half of the refine kind (``common/kinds.py``).
+KIND = ConfigKind(NAME, parse=lambda data: refine_from_dict(dict(data)), dump=refine_to_dict,
+                 event=lambda config: config.event,
+                 mixing=lambda config: secure_sum_mixing(config.secure_sum.min_devices, config.secure_sum.shares))

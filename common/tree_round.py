@@ -1,0 +1,395 @@
+"""The immutable configuration of one clustering round, and how it is derived.
+
+Everything public about a round (projection, nets, hashes, budget split,
+seed) is fixed here; clients and server derive identical objects from it
+(``public_random.py``). ``derive_config`` fills every defaulted parameter
+from (n expected, d, k, eps) and documents each choice.
+
+Over 300 lines because every derived parameter carries its reason (and the
+paper's section) beside the line that sets it.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import secrets
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Literal
+
+from shoal.common.accounting import BOUNDS, closed_form_epsilon, max_local_epsilon, numerical_delta
+from shoal.common.bounds import PublicBound, bound_from_dict, bound_to_dict
+from shoal.common.errors import ConfigError, PrivacyError
+from shoal.common.events import ComposedEvent, NoReportEvent, ShuffledEvent, local_epsilon
+from shoal.common.kinds import ConfigKind, Mixing
+from shoal.common.local_hashing import LocalHashingParams, optimal_buckets
+from shoal.common.privunit import PrivUnitParams
+
+Encoder = Literal["lsh", "nettree"]
+Model = Literal["local", "shuffle"]
+
+NAME = "tree"
+ENCODERS: tuple[str, ...] = ("lsh", "nettree")
+MODELS: tuple[str, ...] = ("local", "shuffle")
+
+
+@dataclass(frozen=True)
+class TreeParams:
+    """BUILDTREE / COMPUTETHRESHOLD parameters (seed 004, Alg. 1-2) plus a noise gate.
+
+    ``a`` and ``gamma_steps`` are the paper's a and Gamma; ``noise_z``: a node
+    is expanded (and kept in the coreset) only if its count estimate exceeds
+    noise_z standard deviations of the oracle's noise (DESIGN.md: stop
+    instead of emitting noise); ``max_nodes_per_level`` bounds decoding work.
+    """
+
+    a: int = 2
+    gamma_steps: int = 20
+    noise_z: float = 2.5
+    max_nodes_per_level: int = 20000
+
+    def __post_init__(self) -> None:
+        if self.a < 1:
+            raise ConfigError(f"tree a must be >= 1, got {self.a}")
+        if self.gamma_steps < 1:
+            raise ConfigError(f"tree gamma_steps must be >= 1, got {self.gamma_steps}")
+        if not (math.isfinite(self.noise_z) and self.noise_z >= 0):
+            raise ConfigError(f"tree noise_z must be finite and >= 0, got {self.noise_z}")
+        if self.max_nodes_per_level < 2:
+            raise ConfigError(
+                f"tree max_nodes_per_level must be >= 2, got {self.max_nodes_per_level}"
+            )
+
+
+@dataclass(frozen=True)
+class RoundConfig:
+    """A round's public parameters. Validated on construction; never mutated.
+
+    Budget: each device sends a histogram report (OLH at ``eps_hist`` on its
+    node at one of levels 1..T) and a vector report (PrivUnit at ``eps_vec``
+    on its point signed by its node's Hadamard column at one of levels
+    0..T, level 0 with probability ``root_share``). Basic composition gives
+    eps_hist + eps_vec <= epsilon. A zero share means that report is not sent.
+    """
+
+    k: int
+    dim: int
+    epsilon: float
+    bound: PublicBound
+    encoder: Encoder
+    levels: int
+    proj_dim: int
+    eps_hist: float
+    eps_vec: float
+    root_share: float
+    hist_buckets: int
+    hist_pool: int
+    vec_columns_log2: int
+    seed: int
+    n_expected: int
+    model: Model = "local"
+    delta: float = 0.0
+    vec_candidates: int = 0
+    vec_cap: int = 0
+    tree: TreeParams = field(default_factory=TreeParams)
+    central_epsilon: float = 0.0
+    min_batch: int = 0
+    amplification_bound: str = ""
+    round_id: str = "local"
+
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise ConfigError(f"k must be >= 1, got {self.k}")
+        if self.dim < 1:
+            raise ConfigError(f"dim must be >= 1, got {self.dim}")
+        if not (math.isfinite(self.epsilon) and self.epsilon > 0):
+            raise ConfigError(f"epsilon must be finite and > 0, got {self.epsilon}")
+        if self.encoder not in ENCODERS:
+            raise ConfigError(f"encoder must be one of {ENCODERS}, got {self.encoder!r}")
+        if self.model not in MODELS:
+            raise ConfigError(f"model must be one of {MODELS}, got {self.model!r}")
+        for name in ("k", "dim", "levels", "proj_dim", "hist_buckets", "hist_pool", "vec_columns_log2", "seed",
+                     "n_expected", "vec_candidates", "vec_cap", "min_batch"):
+            v = getattr(self, name)
+            if not isinstance(v, numbers.Integral) or isinstance(v, bool):
+                raise ConfigError(f"{name} must be an integer, got {v!r}")
+        if not 0 <= self.levels <= 40:
+            raise ConfigError(f"levels must be in [0, 40], got {self.levels}")
+        if not 1 <= self.proj_dim <= self.dim:
+            raise ConfigError(f"proj_dim must be in [1, dim={self.dim}], got {self.proj_dim}")
+        if self.encoder == "nettree" and self.proj_dim > 12:
+            raise ConfigError(
+                f"nettree proj_dim {self.proj_dim} > 12: each node would have 2^{self.proj_dim} children"
+            )
+        for name in ("eps_hist", "eps_vec"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v >= 0):
+                raise ConfigError(f"{name} must be finite and >= 0, got {v}")
+        if self.eps_hist + self.eps_vec > self.epsilon * (1 + 1e-9):
+            raise ConfigError(
+                f"eps_hist + eps_vec = {self.eps_hist + self.eps_vec} exceeds epsilon {self.epsilon}"
+            )
+        if self.levels > 0 and self.eps_hist <= 0:
+            raise ConfigError(f"levels={self.levels} needs eps_hist > 0 to build a tree")
+        if self.eps_vec > 0 and self.dim < 2:
+            raise ConfigError("the vector report needs dim >= 2")
+        if self.levels == 0 and self.eps_vec <= 0:
+            raise ConfigError("levels=0 leaves only the mean: eps_vec must be > 0")
+        if self.eps_vec > 0:
+            self.vec_params  # noqa: B018 -- builds and checks the codebook's exact ratio
+        elif self.vec_candidates or self.vec_cap:
+            raise ConfigError(
+                f"vec_candidates={self.vec_candidates} and vec_cap={self.vec_cap} need eps_vec > 0"
+            )
+        if not 0 < self.root_share <= 1:
+            raise ConfigError(f"root_share must be in (0, 1], got {self.root_share}")
+        if self.levels == 0 and self.root_share != 1:
+            raise ConfigError(f"levels=0 needs root_share=1, got {self.root_share}")
+        if not 2 <= self.hist_buckets <= 1 << 20:
+            raise ConfigError(f"hist_buckets must be in [2, 2^20], got {self.hist_buckets}")
+        if not 1 <= self.hist_pool <= 1 << 16:
+            raise ConfigError(f"hist_pool must be in [1, 65536], got {self.hist_pool}")
+        if not 4 <= self.vec_columns_log2 <= 20:
+            raise ConfigError(f"vec_columns_log2 must be in [4, 20], got {self.vec_columns_log2}")
+        if not 0 <= self.seed < 1 << 63:
+            raise ConfigError(f"seed must be in [0, 2^63), got {self.seed}")
+        if self.n_expected < 1:
+            raise ConfigError(f"n_expected must be >= 1, got {self.n_expected}")
+        if not 0 <= self.delta < 1:
+            raise ConfigError(f"delta must be in [0, 1), got {self.delta}")
+        if self.model == "shuffle":
+            self._check_shuffle()
+        elif self.delta or self.central_epsilon or self.min_batch or self.amplification_bound:
+            raise ConfigError("delta, central_epsilon, min_batch and amplification_bound belong to shuffle rounds")
+        self.bound.check_dim(self.dim)
+        if self.encoder == "lsh" and self.levels > 62:
+            raise ConfigError(f"lsh supports at most 62 levels, got {self.levels}")
+
+    @property
+    def identity_projection(self) -> bool:
+        """nettree without projection: the lattice point *is* a position in the ball."""
+        return self.encoder == "nettree" and self.proj_dim == self.dim
+
+    @property
+    def hist_params(self) -> LocalHashingParams | None:
+        if self.eps_hist <= 0 or self.levels == 0:
+            return None
+        return LocalHashingParams(self.eps_hist, self.hist_buckets, self.hist_pool)
+
+    def decode_bytes(self, devices: int | None = None) -> int:
+        """Memory a decode of ``devices`` reports (default n_expected) needs, in
+        bytes: the per-level tables (``LevelAccumulator``) twice (the oracles'
+        transforms copy them) and, per report, its decoded vector (three
+        copies of d floats while the codebook is replayed) and its columns."""
+        n = self.n_expected if devices is None else devices
+        t, d = self.levels + 1, self.dim
+        hist = t * self.hist_pool * self.hist_buckets * 8 if self.levels > 0 and self.eps_hist > 0 else 0
+        vec = t * (1 << self.vec_columns_log2) * d * 8 if self.eps_vec > 0 else 0
+        return 2 * (hist + vec) + n * (3 * d * 8 + 64)
+
+    @property
+    def vec_params(self) -> PrivUnitParams | None:
+        if self.eps_vec <= 0:
+            return None
+        return PrivUnitParams.calibrate(self.dim, self.eps_vec, self.vec_candidates, self.vec_cap)
+
+    def _check_shuffle(self) -> None:
+        """A shuffle round's claim is re-verified wherever its config is built
+        (server, and every device that fetches it): the local epsilon must give
+        the published central (eps, delta) for the smallest releasable batch."""
+        if not (math.isfinite(self.central_epsilon) and self.central_epsilon > 0):
+            raise ConfigError(f"a shuffle round needs central_epsilon > 0, got {self.central_epsilon}")
+        if not 0 < self.delta < 1:
+            raise ConfigError(f"a shuffle round needs delta in (0, 1), got {self.delta}")
+        if self.min_batch < 2:
+            raise ConfigError(f"a shuffle round needs min_batch >= 2, got {self.min_batch}")
+        if self.amplification_bound not in BOUNDS:
+            raise ConfigError(f"amplification_bound must be one of {BOUNDS}, got {self.amplification_bound!r}")
+        if self.epsilon < self.central_epsilon * (1 - 1e-9):
+            raise ConfigError(f"local epsilon {self.epsilon} below the central {self.central_epsilon}: nothing to amplify")
+        if self.amplification_bound == "fmt21-numerical":
+            holds = numerical_delta(self.epsilon, self.min_batch, self.central_epsilon) <= self.delta * (1 + 1e-6)
+        else:
+            try:
+                holds = closed_form_epsilon(self.epsilon, self.min_batch, self.delta) <= self.central_epsilon + 1e-9
+            except PrivacyError:
+                holds = False
+        if not holds:
+            raise ConfigError(
+                f"local epsilon {self.epsilon} shuffled in batches of {self.min_batch} does not give "
+                f"({self.central_epsilon}, {self.delta})-DP under {self.amplification_bound}"
+            )
+
+    @property
+    def privacy_event(self) -> ComposedEvent:
+        """The record of what one device sends; its epsilon is the round's local eps."""
+        hp, vp = self.hist_params, self.vec_params
+        return ComposedEvent(
+            (
+                hp.event if hp is not None else NoReportEvent(),
+                vp.event if vp is not None else NoReportEvent(),
+            )
+        )
+
+    @property
+    def device_epsilon(self) -> float:
+        return local_epsilon(self.privacy_event)
+
+    @property
+    def round_event(self) -> object:
+        """What the server's view of the round is: the device record, shuffled or not."""
+        if self.model == "shuffle":
+            return ShuffledEvent(self.privacy_event, self.min_batch, self.delta, self.amplification_bound)
+        return self.privacy_event
+
+    def with_overrides(self, **changes: Any) -> RoundConfig:
+        return replace(self, **changes)
+
+
+def duchi_mean_variance(dim: int, epsilon: float) -> float:
+    """E||z - x||^2 of Duchi et al.'s L2 mechanism: (pi d / 2)((e^eps+1)/(e^eps-1))^2."""
+    e = math.exp(epsilon)
+    return math.pi * dim / 2 * ((e + 1) / (e - 1)) ** 2
+
+
+def derive_config(
+    n_expected: int,
+    dim: int,
+    k: int,
+    epsilon: float,
+    *,
+    encoder: Encoder = "lsh",
+    bound: PublicBound | None = None,
+    seed: int | None = None,
+    model: Model = "local",
+    delta: float = 0.0,
+    min_batch: int = 0,
+    amplification_bound: str = "fmt21-numerical",
+    **overrides: Any,
+) -> RoundConfig:
+    """Fill every parameter of a round from (n, d, k, eps).
+
+    Local model: ``epsilon`` is each device's eps (pure LDP). Shuffle model:
+    ``epsilon`` and ``delta`` are the central target for the server's view of
+    any batch of at least ``min_batch`` shuffled messages; devices randomise at
+    the largest eps0 that meets it (``accounting.max_local_epsilon``), and
+    every other choice below is made for that eps0.
+
+    Choices (each measured in ``shoal bench``; see README):
+    - nettree projects to d' = min(d, ceil(log2 k) + 3) dimensions (Makarychev
+      et al.: O(log k) suffices; each node has 2^d' children); for d <= d'
+      there is no projection and lattice points are positions.
+    - levels T: lsh ceil(log2 k) + 10 sign bits (two of k random centers share all T bits with probability < k^2 2^-T-1); nettree ceil(log2 n / 2) + 1
+      (seed 004, Thm. 20 takes T = 0.5 log n).
+    - budget: a quarter to the histogram (half at eps <= 2, where the tree
+      itself is hard to find), the rest to the vector report, whose noise
+      dominates the centers' error (DESIGN.md). Identity
+      nettree sends no vector report: positions come from the lattice.
+    - if even a cluster of n/k devices could not be located within the unit
+      ball's scale (predicted center error > 1), T = 0: the whole budget
+      estimates the mean, which is then the best private answer.
+    - root_share (5%..20%) sizes the level-0 vector reports so that the mean
+      estimate (the fallback and the shrinkage target) is within the LDP
+      mean error plus 1e-3 of the truth where that costs at most 20% of the
+      vector reports.
+    """
+    if n_expected < 1:
+        raise ConfigError(f"n_expected must be >= 1, got {n_expected}")
+    if dim < 1 or k < 1:
+        raise ConfigError(f"dim and k must be >= 1, got dim={dim}, k={k}")
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ConfigError(f"epsilon must be finite and > 0, got {epsilon}")
+    if encoder not in ENCODERS:
+        raise ConfigError(f"encoder must be one of {ENCODERS}, got {encoder!r}")
+    bound = bound if bound is not None else PublicBound(radius=1.0)
+    shuffle: dict[str, Any] = {}
+    if model == "shuffle":
+        if min_batch < 2:
+            raise ConfigError(f"a shuffle round needs min_batch >= 2, got {min_batch}")
+        try:
+            eps0 = max_local_epsilon(epsilon, delta, min_batch, amplification_bound)
+        except PrivacyError as exc:
+            raise ConfigError(f"shuffle round: {exc}") from exc
+        shuffle = dict(model="shuffle", central_epsilon=float(epsilon), delta=float(delta),
+                       min_batch=int(min_batch), amplification_bound=amplification_bound)
+        epsilon = eps0
+    elif model != "local":
+        raise ConfigError(f"model must be one of {MODELS}, got {model!r}")
+    elif delta or min_batch:
+        raise ConfigError(f"delta={delta} and min_batch={min_batch} belong to shuffle rounds")
+    logk = math.ceil(math.log2(max(k, 2)))
+    if encoder == "nettree":
+        proj_dim = min(dim, logk + 3)
+        levels = math.ceil(math.log2(max(n_expected, 2)) / 2) + 1
+    else:
+        proj_dim = dim
+        levels = logk + 10
+    identity = encoder == "nettree" and proj_dim == dim
+    vec_share = float(overrides.pop("vec_share", 0.0 if identity else (0.5 if epsilon <= 2 else 0.75)))
+    if not 0 <= vec_share <= 1:
+        raise ConfigError(f"vec_share must be in [0, 1], got {vec_share}")
+    if dim < 2:
+        vec_share = 0.0
+    eps_vec = epsilon * vec_share
+    eps_hist = epsilon - eps_vec
+    root_share = 1.0
+    if eps_vec > 0:
+        var_v = PrivUnitParams.calibrate(dim, eps_vec).expected_sq_norm
+        target = duchi_mean_variance(dim, epsilon) / n_expected + 1e-3
+        root_share = min(0.2, max(0.05, var_v / (n_expected * target)))
+        predicted_center_error = var_v * k * k * 2 / ((1 - root_share) * n_expected)
+        if predicted_center_error > 1.0 and not identity:
+            levels, eps_vec, eps_hist, root_share = 0, epsilon, 0.0, 1.0
+    if eps_hist <= 0 and levels > 0:
+        levels, eps_vec, root_share = 0, epsilon, 1.0
+    per_level = n_expected / (levels + 1)
+    columns_log2 = int(min(16, max(10, math.ceil(math.log2(max(per_level, 2))) + 1)))
+    params: dict[str, Any] = dict(
+        k=k,
+        dim=dim,
+        epsilon=float(epsilon),
+        bound=bound,
+        encoder=encoder,
+        levels=levels,
+        proj_dim=proj_dim,
+        eps_hist=float(eps_hist),
+        eps_vec=float(eps_vec),
+        root_share=float(root_share),
+        hist_buckets=optimal_buckets(eps_hist) if eps_hist > 0 else 2,
+        hist_pool=1024,
+        vec_columns_log2=columns_log2,
+        seed=secrets.randbits(63) if seed is None else int(seed),
+        n_expected=int(n_expected),
+        **shuffle,
+    )
+    params.update(overrides)
+    if params["eps_vec"] > 0 and not ("vec_candidates" in overrides and "vec_cap" in overrides):
+        vp = PrivUnitParams.calibrate(dim, params["eps_vec"], overrides.get("vec_candidates"))
+        params["vec_candidates"], params["vec_cap"] = vp.candidates, vp.cap
+    return RoundConfig(**params)
+
+
+def config_to_dict(config: RoundConfig) -> dict[str, Any]:
+    """A JSON-ready dict of every public parameter (the published round config)."""
+    out = asdict(config)
+    out["kind"] = NAME
+    out["bound"] = bound_to_dict(config.bound)
+    return out
+
+
+def config_from_dict(data: dict[str, Any]) -> RoundConfig:
+    """Inverse of ``config_to_dict``; validates everything again."""
+    try:
+        fields = {k: v for k, v in data.items() if k != "kind"}
+        bound = bound_from_dict(dict(fields.pop("bound")))
+        tree = TreeParams(**fields.pop("tree", {}))
+        return RoundConfig(bound=bound, tree=tree, **fields)
+    except (KeyError, TypeError) as exc:
+        raise ConfigError(f"not a round config: {exc}") from exc
+
+
+# The shared half of the tree kind (``common/kinds.py``): seed 004's one-round
+# net-tree / LSH-tree protocol. A shuffle round's central guarantee assumes
+# batches of its min_batch (0 for local rounds).
+KIND = ConfigKind(NAME, parse=lambda data: config_from_dict(dict(data)), dump=config_to_dict,
+                 event=lambda config: config.round_event, mixing=lambda config: Mixing(config.min_batch, True, 1))

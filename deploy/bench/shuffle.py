@@ -1,0 +1,138 @@
+"""``shoal bench --model shuffle``: what the shuffler buys, at equal central privacy.
+
+For each dataset and central eps (delta fixed), three ways to spend it:
+- local: every device is eps-LDP (the one-round pipeline, pure local DP);
+- shuffle: devices randomise at the FMT'21-amplified eps0 for a batch of
+  n messages (``accounting.max_local_epsilon``), same pipeline;
+- shuffle + refine: the tree round gets (1 - f) eps and (1 - g) delta, a
+  second round (``refine``: one Lloyd step through ``secure_sum``) gets
+  f eps and g delta; basic composition gives the same total (eps, delta).
+Objectives are k-means cost / n in the unit ball, against Lloyd on the true
+points (non-private) and one center at the mean (trivial).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shoal.common.accounting import central_guarantee
+from shoal.deploy.bench.accuracy import machine
+from shoal.deploy.datasets import Dataset, load_uber, paper_mixture
+from shoal.deploy.simulate import refine_in_process, simulate
+from shoal.server.decoders.kmeans import kmeans_cost
+
+REFINE_EPS_SHARE = 0.2
+REFINE_DELTA_SHARE = 0.01
+
+
+def _row(ds: Dataset, variant: str, eps: float, delta: float, objective: float, base: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {
+        "dataset": ds.name.split("-n")[0], "n": int(ds.points.shape[0]), "d": int(ds.points.shape[1]), "k": ds.k,
+        "variant": variant, "eps": eps, "delta": delta, "normalized_objective": float(objective),
+        "nonprivate_objective": base["nonprivate_objective"], "trivial_objective": base["trivial_objective"], **extra,
+    }
+
+
+def compare(ds: Dataset, eps: float, delta: float, seed: int = 0, encoder: str = "lsh") -> list[dict[str, Any]]:
+    """The three variants on one dataset at central (eps, delta)."""
+    n = int(ds.points.shape[0])
+    rows = []
+    t = time.perf_counter()
+    local = simulate(ds.points, ds.k, eps, encoder, bound=ds.bound, seed=seed)
+    rows.append(_row(ds, "local", eps, 0.0, local["normalized_objective"], local,
+                     device_epsilon=eps, seconds=time.perf_counter() - t))
+    t = time.perf_counter()
+    shuf = simulate(ds.points, ds.k, eps, encoder, bound=ds.bound, seed=seed,
+                    model="shuffle", delta=delta, min_batch=n)
+    rows.append(_row(ds, "shuffle", eps, delta, shuf["normalized_objective"], shuf,
+                     device_epsilon=shuf["privacy"]["device_epsilon"], seconds=time.perf_counter() - t))
+    t = time.perf_counter()
+    e1, d1 = eps * (1 - REFINE_EPS_SHARE), delta * (1 - REFINE_DELTA_SHARE)
+    e2, d2 = eps - e1, delta - d1
+    tree = simulate(ds.points, ds.k, e1, encoder, bound=ds.bound, seed=seed,
+                    model="shuffle", delta=d1, min_batch=n)
+    ref = refine_in_process(ds.points, np.asarray(tree["ball_centers"]), ds.bound, e2, d2, min_devices=n, seed=seed)
+    ball = ds.bound.to_ball(ds.points)
+    e2c, d2c = central_guarantee(ref["event"])
+    total_eps, total_delta = tree["privacy"]["central_epsilon"] + e2c, tree["privacy"]["delta"] + d2c
+    rows.append(_row(ds, "shuffle+refine", eps, delta, kmeans_cost(ball, ref["ball_centers"]) / n, shuf,
+                     tree_objective=tree["normalized_objective"], device_epsilon=tree["privacy"]["device_epsilon"],
+                     composed_epsilon=total_eps, composed_delta=total_delta, shares_per_device=ref["shares_per_device"],
+                     modulus_bits=ref["modulus_bits"], refine_seconds=ref["seconds"], seconds=time.perf_counter() - t))
+    return rows
+
+
+def _plot(rows: list[dict[str, Any]], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = sorted({r["dataset"] for r in rows})
+    fig, axes = plt.subplots(1, len(names), figsize=(5.5 * len(names), 4), squeeze=False)
+    for ax, name in zip(axes[0], names, strict=True):
+        sel = [r for r in rows if r["dataset"] == name]
+        for variant, style in (("local", "o-"), ("shuffle", "s-"), ("shuffle+refine", "^-")):
+            pts = sorted((r["eps"], r["normalized_objective"]) for r in sel if r["variant"] == variant)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=variant)
+        ax.axhline(sel[0]["nonprivate_objective"], color="k", ls="--", label="non-private")
+        ax.axhline(sel[0]["trivial_objective"], color="k", ls=":", label="one center")
+        ax.set_yscale("log")
+        ax.set_xlabel("central eps")
+        ax.set_ylabel("normalized k-means objective")
+        ax.set_title(f"{name} n={sel[0]['n']} d={sel[0]['d']} k={sel[0]['k']}")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "shuffle_vs_local.png", dpi=100)
+    plt.close(fig)
+
+
+def run_shuffle_bench(args: argparse.Namespace) -> int:
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    delta = 1e-6
+    epss = [0.5, 1.0, 2.0]
+    n = 1_000_000
+    if args.smoke:
+        n, epss = 5000, [1.0]
+    datasets = [paper_mixture(n, seed=0)]
+    try:
+        uber = load_uber(args.data_dir)
+        datasets.append(Dataset(uber.name, uber.points[:5000], uber.k, uber.bound) if args.smoke else uber)
+    except FileNotFoundError:
+        print(f"shoal bench: uber not found under {args.data_dir}: skipped")
+    header = (f"machine: {machine()}; seed 0; lsh encoder; delta={delta:g}; shuffle batch = n (one release per round); "
+              f"refine gets {REFINE_EPS_SHARE:g} of eps and {REFINE_DELTA_SHARE:g} of delta (basic composition)")
+    print("shoal bench --model shuffle:", header, flush=True)
+    rows: list[dict[str, Any]] = []
+    for ds in datasets:
+        for eps in epss:
+            for r in compare(ds, eps, delta):
+                rows.append(r)
+                print(f"  {r['dataset']:8s} n={r['n']} eps={eps:g} {r['variant']:15s} obj={r['normalized_objective']:.4g} "
+                      f"(device eps {r['device_epsilon']:.3g}; nonpriv {r['nonprivate_objective']:.3g}, "
+                      f"trivial {r['trivial_objective']:.3g}) {r['seconds']:.0f}s", flush=True)
+    if args.smoke:
+        return 0
+    (out / "shuffle.json").write_text(json.dumps({"machine": machine(), "delta": delta, "rows": rows}, indent=1))
+    lines = [f"# shoal bench --model shuffle\n\n{header}\n",
+             "| dataset | n | d | k | central eps | local | shuffle | shuffle + refine | device eps0 (shuffle) | non-private | one center |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for ds in datasets:
+        name = ds.name.split("-n")[0]
+        for eps in epss:
+            cell = {r["variant"]: r for r in rows if r["dataset"] == name and r["eps"] == eps}
+            lo, sh, rf = cell["local"], cell["shuffle"], cell["shuffle+refine"]
+            lines.append(f"| {name} | {lo['n']} | {lo['d']} | {lo['k']} | {eps:g} | {lo['normalized_objective']:.4g} | "
+                         f"{sh['normalized_objective']:.4g} | {rf['normalized_objective']:.4g} | {sh['device_epsilon']:.3g} | "
+                         f"{lo['nonprivate_objective']:.3g} | {lo['trivial_objective']:.3g} |")
+    (out / "shuffle.md").write_text("\n".join(lines) + "\n")
+    _plot(rows, out)
+    print(f"shoal bench: wrote {out / 'shuffle.md'}, shuffle.json and shuffle_vs_local.png")
+    return 0

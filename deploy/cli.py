@@ -1,0 +1,152 @@
+"""``shoal sim``, ``shoal simulate``, ``shoal bench`` and ``shoal demo``: the
+tools above the services (they import the client, the server and the
+shuffler; DESIGN.md, "Layout")."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def build_parser(verb: str) -> argparse.ArgumentParser:
+    if verb == "simulate":
+        s = argparse.ArgumentParser(prog="shoal simulate", description="encode every device and decode in-process")
+        s.add_argument("--data", required=True, type=Path, help=".npy file with raw points (n x d)")
+        s.add_argument("--k", required=True, type=int)
+        s.add_argument("--eps", required=True, type=float)
+        s.add_argument("--encoder", choices=("lsh", "nettree"), default="lsh")
+        s.add_argument("--radius", type=float, default=1.0, help="public L2 bound of the raw points")
+        s.add_argument("--seed", type=int, default=0)
+        s.add_argument("--json", action="store_true", help="print one JSON object")
+        return s
+    if verb == "sim":
+        sm = argparse.ArgumentParser(prog="shoal sim", description="server, shuffler and N simulated devices on 127.0.0.1")
+        sm.add_argument("--users", type=int, default=5000)
+        sm.add_argument("--via-shuffler", action="store_true")
+        sm.add_argument("--dataset", default="city", help="city | gauss | uber | letter | FILE.npy")
+        sm.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
+        sm.add_argument("--k", type=int, default=None)
+        sm.add_argument("--eps", type=float, default=4.0)
+        sm.add_argument("--encoder", choices=("lsh", "nettree", "sketch"), default="nettree",
+                        help="sketch: scrambled compressive sketches (local model) or secure-sum sketches (--model shuffle)")
+        sm.add_argument("--records-per-device", type=int, default=1,
+                        help="sketch, local model: each device sketches this many consecutive points (the paper's n0)")
+        sm.add_argument("--radius", type=float, default=1.0)
+        sm.add_argument("--concurrency", type=int, default=50)
+        sm.add_argument("--workers", type=int, default=2, help="device processes (httpx clients) sharing --concurrency")
+        sm.add_argument("--min-batch", type=int, default=100,
+                        help="shuffler batch threshold (and, with --model shuffle, the batch the guarantee assumes)")
+        sm.add_argument("--model", choices=("local", "shuffle"), default="local",
+                        help="shuffle: --eps/--delta are the central target; devices randomise at the amplified eps0")
+        sm.add_argument("--delta", type=float, default=1e-6)
+        sm.add_argument("--refine", type=float, default=None, metavar="EPS",
+                        help="after the round, a refine round at central EPS (delta --delta, at least --min-batch devices) "
+                             "through secure summation; needs --via-shuffler")
+        sm.add_argument("--server-url", default=None)
+        sm.add_argument("--shuffler-url", default=None)
+        sm.add_argument("--seed", type=int, default=0)
+        sm.add_argument("--allow-non-loopback", action="store_true",
+                        help="only inside a container network of your own (docker compose); never needed here")
+        sm.add_argument("--json", action="store_true")
+        return sm
+    if verb == "demo":
+        return argparse.ArgumentParser(prog="shoal demo", description="one in-process round on generated data, printed")
+    b = argparse.ArgumentParser(prog="shoal bench", description="accuracy sweep and frequency-oracle benchmark")
+    b.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
+    b.add_argument("--out", type=Path, default=None,
+                   help="where results go (default: a new temporary directory; the committed ones are "
+                        "tests/bench/results, written only when named here)")
+    b.add_argument("--ns", default="10000,100000,1000000")
+    b.add_argument("--eps", default="1,2,4,8")
+    b.add_argument("--seeds", type=int, default=3)
+    b.add_argument("--encoders", default="lsh,nettree")
+    b.add_argument("--smoke", action="store_true", help="tiny sizes, for CI")
+    b.add_argument("--ablation", action="store_true", help="decoder before/after table instead of the sweep")
+    b.add_argument("--oracle", action="store_true", help="only the frequency-oracle benchmark")
+    b.add_argument("--perf", action="store_true", help="time encode/ingest/decode of 1e6 devices instead of the sweep")
+    b.add_argument("--services", action="store_true",
+                   help="ingestion throughput/latency of the real server and `shoal sim` timings")
+    b.add_argument("--model", choices=("local", "shuffle"), default="local",
+                   help="shuffle: local vs shuffle vs shuffle+refine at equal central eps (paper n=1e6 and Uber)")
+    b.add_argument("--encoder", choices=("tree", "sketch"), default="tree",
+                   help="sketch: the compressive path (local, shuffle) side by side with pycle if installed")
+    return b
+
+
+def run(args: argparse.Namespace) -> int:
+    verbs = {"simulate": _simulate, "sim": _sim, "bench": _bench, "demo": _demo}
+    return verbs[args.verb](args)
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from shoal.common.bounds import PublicBound
+    from shoal.deploy.simulate import format_centers, simulate
+
+    points = np.load(args.data)
+    if points.ndim != 2:
+        print(f"shoal simulate: {args.data} must hold an (n, d) array, got shape {points.shape}", file=sys.stderr)
+        return 2
+    result = simulate(
+        points,
+        k=args.k,
+        epsilon=args.eps,
+        encoder=args.encoder,
+        bound=PublicBound(radius=args.radius),
+        seed=args.seed,
+    )
+    keys = (
+        "normalized_objective nonprivate_objective trivial_objective n d k eps encoder "
+        "encode_seconds decode_seconds peak_rss_mb centers"
+    ).split()
+    out: dict[str, Any] = {key: result[key] for key in keys}
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"shoal simulate: n={out['n']} d={out['d']} k={out['k']} eps={out['eps']} encoder={out['encoder']} seed={args.seed}")
+    for key in keys[:3]:
+        print(f"  {key:22s} {out[key]:.5f}")
+    print(f"  {'ratio to trivial':22s} {out['normalized_objective'] / out['trivial_objective']:.3f}")
+    print(f"  encode {out['encode_seconds']:.2f} s, decode {out['decode_seconds']:.2f} s, peak RSS {out['peak_rss_mb']:.0f} MB")
+    print("  centers (original space):")
+    print(format_centers(out["centers"]))
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    if args.out is None:
+        args.out = Path(tempfile.mkdtemp(prefix="shoal-bench-"))
+        print(f"shoal bench: results go to {args.out} (--out to choose)", file=sys.stderr)
+    if args.services:
+        from shoal.deploy.bench.services import run_services_bench
+
+        return run_services_bench(args)
+    if args.encoder == "sketch":
+        from shoal.deploy.bench.sketch import run_sketch_bench
+
+        return run_sketch_bench(args)
+    if args.model == "shuffle":
+        from shoal.deploy.bench.shuffle import run_shuffle_bench
+
+        return run_shuffle_bench(args)
+    from shoal.deploy.bench.accuracy import run_bench
+
+    return run_bench(args)
+
+
+def _sim(args: argparse.Namespace) -> int:
+    from shoal.deploy.sim import run_sim
+
+    return run_sim(args)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from shoal.deploy.demo import main
+
+    main()
+    return 0

@@ -1,0 +1,149 @@
+"""In-process simulation of a round: every device encodes, the server decodes.
+
+This wraps the pure math (client encoder, server accumulator and decoder)
+and measures what a user of shoal wants to know: the k-means objective of
+the private centers against the non-private and trivial answers, all in
+the unit-ball scale, plus time and memory.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from shoal.client.encoder import encode_arrays
+from shoal.common.bounds import PublicBound
+from shoal.common.refine_round import contributions, derive_refine, refined_centers
+from shoal.common.secure_sum import add_shares, decode_total, encode_devices
+from shoal.common.tree_round import Encoder, derive_config
+from shoal.server.decoders.kmeans import assign, kmeans_cost, weighted_kmeans
+from shoal.server.decoders.tree.accumulate import LevelAccumulator
+from shoal.server.decoders.tree.decoder import TreeDecoder
+
+CHUNK = 250_000
+
+
+def nonprivate_objective(x: NDArray[np.float64], k: int, seed: int = 0) -> float:
+    """k-means++/Lloyd on (a 50k sample of) the true points, then Lloyd on all; cost / n."""
+    rng = np.random.default_rng(seed)
+    sample = x if x.shape[0] <= 50_000 else x[rng.choice(x.shape[0], 50_000, replace=False)]
+    c = weighted_kmeans(sample, np.ones(sample.shape[0]), k, rng, restarts=3)
+    for _ in range(5):
+        lab = assign(x, c)
+        cnt = np.bincount(lab, minlength=c.shape[0])
+        sums = np.zeros_like(c)
+        np.add.at(sums, lab, x)
+        c = np.where(cnt[:, None] > 0, sums / np.maximum(cnt, 1)[:, None], c)
+    return kmeans_cost(x, c) / x.shape[0]
+
+
+def format_centers(centers: list[list[float]], precision: int = 4) -> str:
+    """Centers as indented lines, for the CLI verbs."""
+    return "\n".join(
+        "    " + np.array2string(np.asarray(c), precision=precision, max_line_width=120) for c in centers
+    )
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def simulate(
+    points: NDArray[np.float64],
+    k: int,
+    epsilon: float,
+    encoder: Encoder = "lsh",
+    bound: PublicBound | None = None,
+    seed: int = 0,
+    decoder_options: dict[str, Any] | None = None,
+    **overrides: Any,
+) -> dict[str, Any]:
+    """Run one round in-process; returns the fields of ``shoal simulate --json``."""
+    points = np.asarray(points, dtype=np.float64)
+    n, d = points.shape
+    bound = bound if bound is not None else PublicBound(radius=1.0)
+    cfg = derive_config(n, d, k, epsilon, encoder=encoder, bound=bound, seed=seed, **overrides)
+    device_rng = np.random.default_rng(np.random.SeedSequence([seed, 7]))
+    acc = LevelAccumulator(cfg)
+    t = time.perf_counter()
+    enc = 0.0
+    for lo in range(0, n, CHUNK):
+        t1 = time.perf_counter()
+        batch = encode_arrays(points[lo : lo + CHUNK], cfg, device_rng, wire=False)
+        enc += time.perf_counter() - t1
+        acc.add(batch)
+    ingest = time.perf_counter() - t - enc
+    t = time.perf_counter()
+    result = TreeDecoder(rng=np.random.default_rng(seed), **(decoder_options or {})).decode(acc)
+    dec = time.perf_counter() - t + ingest
+    ball = bound.to_ball(points)
+    mean = ball.mean(axis=0, keepdims=True)
+    return {
+        "normalized_objective": kmeans_cost(ball, result.ball_centers) / n,
+        "nonprivate_objective": nonprivate_objective(ball, k, seed),
+        "trivial_objective": kmeans_cost(ball, mean) / n,
+        "n": n,
+        "d": d,
+        "k": k,
+        "eps": float(epsilon),
+        "encoder": encoder,
+        "encode_seconds": enc,
+        "decode_seconds": dec,
+        "peak_rss_mb": peak_rss_mb(),
+        "centers": result.centers.tolist(),
+        "ball_centers": result.ball_centers.tolist(),
+        "diagnostics": result.diagnostics,
+        "privacy": result.privacy,
+        "config": {
+            "levels": cfg.levels,
+            "proj_dim": cfg.proj_dim,
+            "eps_hist": cfg.eps_hist,
+            "eps_vec": cfg.eps_vec,
+            "root_share": cfg.root_share,
+        },
+    }
+
+
+def refine_in_process(
+    points: NDArray[np.float64],
+    parent_ball_centers: NDArray[np.float64],
+    bound: PublicBound,
+    epsilon: float,
+    delta: float,
+    min_devices: int,
+    seed: int = 0,
+    chunk: int = 1000,
+) -> dict[str, Any]:
+    """Run a ``refine`` round in-process: every device's secure-sum shares are
+    generated and added mod q exactly as the server would (chunked so memory
+    stays bounded); returns the refined ball centers and timings."""
+    points = np.asarray(points, dtype=np.float64)
+    cfg = derive_refine("parent", parent_ball_centers, bound, epsilon, delta, min_devices,
+                        max_devices=max(points.shape[0], 100 * min_devices))
+    params = cfg.secure_sum
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 11]))
+    total = np.zeros(params.length + 1, dtype=np.uint64)
+    mask = np.uint64(params.modulus - 1)
+    messages = 0
+    t = time.perf_counter()
+    for lo in range(0, points.shape[0], chunk):
+        shares = encode_devices(contributions(points[lo : lo + chunk], cfg), params, rng)
+        total = (total + add_shares(shares, params)) & mask
+        messages += shares.shape[0] * shares.shape[1]
+    enc = time.perf_counter() - t
+    sums, devices = decode_total(total, messages, params)
+    centers, sizes = refined_centers(sums, cfg)
+    return {
+        "ball_centers": centers,
+        "sizes": sizes,
+        "devices": devices,
+        "shares_per_device": params.shares,
+        "modulus_bits": params.bits,
+        "noise_std": params.noise_std,
+        "seconds": enc,
+        "event": cfg.event,
+    }

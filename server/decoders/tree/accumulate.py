@@ -1,0 +1,79 @@
+"""Linear per-level accumulators of a round's reports (the decode hot path).
+
+Both oracles are linear in the reports, so ingestion only adds into dense
+tables (DESIGN.md, "Frequency and vector oracles"):
+- histogram: per level a (pool x buckets) count table (OLH, fast variant);
+- vector: per level an (m x d) table of PrivUnit outputs summed by Hadamard
+  row, plus the report count and the sum of squared norms (for variances).
+Tables from several partitions merge by addition. ``oracles()`` turns them
+into query structures: one FWHT per level for the vectors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from shoal.common.messages import ReportBatch
+from shoal.common.tree_round import RoundConfig
+
+
+def scatter_add_rows(
+    table: NDArray[np.float64], index: NDArray[np.int64], rows: NDArray[np.float64]
+) -> None:
+    """table[index[i]] += rows[i] for all i, by sort + reduceat (no Python loop)."""
+    if index.size == 0:
+        return
+    order = np.argsort(index, kind="stable")
+    idx = index[order]
+    starts = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]])
+    table[idx[starts]] += np.add.reduceat(rows[order], starts, axis=0)
+
+
+class LevelAccumulator:
+    """Running sums of one round's reports."""
+
+    def __init__(self, config: RoundConfig) -> None:
+        self.config = config
+        t = config.levels
+        self.n_devices = 0
+        hp = config.hist_params
+        self.hist = (
+            np.zeros((t + 1, hp.pool, hp.buckets), dtype=np.int64) if hp is not None else None
+        )
+        self.hist_n = np.zeros(t + 1, dtype=np.int64)
+        m = 1 << config.vec_columns_log2
+        has_vec = config.vec_params is not None
+        self.vec = np.zeros((t + 1, m, config.dim)) if has_vec else None
+        self.vec_n = np.zeros(t + 1, dtype=np.int64)
+        self.vec_sq = np.zeros(t + 1)
+
+    def add(self, batch: ReportBatch) -> None:
+        """Add a validated batch of reports."""
+        cfg = self.config
+        self.n_devices += len(batch)
+        if self.hist is not None:
+            h = batch.hist_level >= 0
+            lv, sd, bk = batch.hist_level[h], batch.hist_seed[h], batch.hist_bucket[h]
+            pool, g = self.hist.shape[1], self.hist.shape[2]
+            flat = (lv * pool + sd) * g + bk
+            self.hist += np.bincount(flat, minlength=self.hist.size).reshape(self.hist.shape)
+            self.hist_n += np.bincount(lv, minlength=cfg.levels + 1)
+        if self.vec is not None:
+            v = batch.vec_level >= 0
+            lv, rw, z = batch.vec_level[v], batch.vec_row[v], batch.vectors(cfg)[v]
+            m = self.vec.shape[1]
+            scatter_add_rows(self.vec.reshape(-1, cfg.dim), lv * m + rw, z)
+            self.vec_n += np.bincount(lv, minlength=cfg.levels + 1)
+            self.vec_sq += np.bincount(lv, weights=np.einsum("ij,ij->i", z, z), minlength=cfg.levels + 1)
+
+    def merge(self, other: LevelAccumulator) -> None:
+        """Add another partition's sums (tree reduction of dense arrays)."""
+        self.n_devices += other.n_devices
+        if self.hist is not None and other.hist is not None:
+            self.hist += other.hist
+        self.hist_n += other.hist_n
+        if self.vec is not None and other.vec is not None:
+            self.vec += other.vec
+        self.vec_n += other.vec_n
+        self.vec_sq += other.vec_sq

@@ -1,0 +1,211 @@
+"""HTTP-edge models: separate input and output shapes, mirroring the dataclasses."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    FiniteFloat,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from shoal.common.bounds import PublicBound
+from shoal.common.messages import DeviceMessage, SketchMessage
+from shoal.server.rounds.kinds import RefineRequest, RoundRequest
+
+
+class BoundIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    radius: float | None = Field(default=None, gt=0)
+    low: list[float] | None = Field(default=None, max_length=10_000)
+    high: list[float] | None = Field(default=None, max_length=10_000)
+
+    @model_validator(mode="after")
+    def _finite(self) -> BoundIn:
+        for v in [self.radius or 1.0, *(self.low or []), *(self.high or [])]:
+            if not math.isfinite(v):
+                raise ValueError("bounds must be finite numbers")
+        return self
+
+
+class TreeKnobsIn(BaseModel):
+    """``tuning.tree``: the decoder's search (``config.TreeParams``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    a: StrictInt | None = Field(None, ge=1, le=64)
+    gamma_steps: StrictInt | None = Field(None, ge=1, le=1000)
+    noise_z: FiniteFloat | None = Field(None, ge=0, le=100)
+    max_nodes_per_level: StrictInt | None = Field(None, ge=2, le=10_000_000)
+
+
+class TreeTuningIn(BaseModel):
+    """Overrides of a tree round's derived parameters (``derive_config``);
+    unknown keys are refused by name, integers must be integers."""
+
+    model_config = ConfigDict(extra="forbid")
+    levels: StrictInt | None = Field(None, ge=0, le=40)
+    proj_dim: StrictInt | None = Field(None, ge=1, le=10_000)
+    vec_share: FiniteFloat | None = Field(None, ge=0, le=1)
+    eps_hist: FiniteFloat | None = Field(None, ge=0, le=50)
+    eps_vec: FiniteFloat | None = Field(None, ge=0, le=50)
+    root_share: FiniteFloat | None = Field(None, gt=0, le=1)
+    hist_buckets: StrictInt | None = Field(None, ge=2, le=1 << 20)
+    hist_pool: StrictInt | None = Field(None, ge=1, le=1 << 16)
+    vec_columns_log2: StrictInt | None = Field(None, ge=0, le=20)
+    seed: StrictInt | None = Field(None, ge=0, lt=1 << 63)
+    vec_candidates: StrictInt | None = Field(None, ge=2, le=1 << 16)
+    vec_cap: StrictInt | None = Field(None, ge=1, lt=1 << 16)
+    amplification_bound: Literal["fmt21-numerical", "fmt21-closed-form"] | None = None
+    tree: TreeKnobsIn | None = None
+
+
+class SketchTuningIn(BaseModel):
+    """Overrides of a sketch round's derived parameters (``derive_sketch_round``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    size: StrictInt | None = Field(None, ge=1, le=1 << 20)
+    measurements: StrictInt | None = Field(None, ge=1, le=1 << 20)
+    restarts: StrictInt | None = Field(None, ge=1, le=20)
+    max_devices: StrictInt | None = Field(None, ge=2, le=10**9)
+
+
+def _tuning_error(exc: ValidationError) -> str:
+    """One line per problem, naming the key: ``tuning.levels: Input should be a valid integer``."""
+    parts = []
+    for e in exc.errors():
+        where = ".".join(str(p) for p in ("tuning", *e.get("loc", ())))
+        msg = "unknown key" if e.get("type") == "extra_forbidden" else e.get("msg", "")
+        parts.append(f"{where}: {msg}")
+    return "; ".join(parts)
+
+
+class CreateRoundIn(BaseModel):
+    """What an operator gives; every other parameter is derived (``derive_config``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    k: int = Field(ge=1, le=1000)
+    dim: int = Field(ge=1, le=10_000)
+    epsilon: float = Field(ge=1e-3, le=50, description="below 1e-3 no round can locate anything")
+    n_expected: int = Field(ge=1, le=10**9)
+    encoder: Literal["lsh", "nettree", "sketch"] = Field(
+        "lsh", description="sketch: scrambled compressive sketches decoded by CL-OMPR (common/sketch_round.py)")
+    model: Literal["local", "shuffle"] = Field(
+        "local", description="shuffle: epsilon/delta are the central target for batches of >= min_batch")
+    delta: float | None = Field(None, gt=0, lt=1, description="shuffle model only")
+    min_batch: int | None = Field(None, ge=2, le=10**9, description=(
+        "shuffle model only: smallest batch released (sketch rounds: fewest devices whose noise shares give the guarantee)"))
+    bound: BoundIn = Field(default_factory=lambda: BoundIn(radius=1.0))
+    tuning: dict[str, Any] = Field(default_factory=dict, description=(
+        "expert overrides: TreeTuningIn's fields for lsh/nettree rounds, SketchTuningIn's for sketch rounds"))
+
+    def to_request(self) -> RoundRequest:
+        """The domain object the round service takes."""
+        b = self.bound
+        bound = PublicBound(radius=b.radius, low=tuple(b.low) if b.low else None, high=tuple(b.high) if b.high else None)
+        return RoundRequest(k=self.k, dim=self.dim, epsilon=self.epsilon, n_expected=self.n_expected,
+                            encoder=self.encoder, model=self.model, delta=self.delta or 0.0,
+                            min_batch=self.min_batch or 0, bound=bound, tuning=dict(self.tuning))
+
+    @model_validator(mode="after")
+    def _tuning_fields(self) -> CreateRoundIn:
+        """Every override is checked here, by name and type; only the keys given
+        are kept (the rest stay derived)."""
+        model: type[BaseModel] = SketchTuningIn if self.encoder == "sketch" else TreeTuningIn
+        try:
+            checked = model.model_validate(self.tuning)
+        except ValidationError as exc:
+            raise ValueError(f"{_tuning_error(exc)} (known keys for a {self.encoder} round: "
+                             f"{', '.join(model.model_fields)})") from exc
+        self.tuning = checked.model_dump(exclude_none=True)
+        return self
+
+    @model_validator(mode="after")
+    def _shuffle_fields(self) -> CreateRoundIn:
+        if self.model == "shuffle" and (self.delta is None or self.min_batch is None):
+            raise ValueError("a shuffle round needs delta and min_batch")
+        if self.model == "local" and (self.delta is not None or self.min_batch is not None):
+            raise ValueError("delta and min_batch apply to shuffle rounds only")
+        return self
+
+    @field_validator("epsilon")
+    @classmethod
+    def _finite_eps(cls, v: float) -> float:
+        if not math.isfinite(v):
+            raise ValueError("epsilon must be finite")
+        return v
+
+
+class RefineIn(BaseModel):
+    """A refine round on a done shuffle/local round: one Lloyd step through secure summation."""
+
+    model_config = ConfigDict(extra="forbid")
+    epsilon: float = Field(gt=0, le=50, description="central epsilon of the refine round (composes with the parent's)")
+    delta: float = Field(gt=0, lt=1)
+    min_devices: int = Field(ge=16, le=10**9, description="fewest devices whose noise shares give the guarantee")
+    max_devices: int | None = Field(None, ge=16, le=10**9, description="most devices decoded (overflow bound); default 100 x min")
+
+    def to_request(self) -> RefineRequest:
+        return RefineRequest(self.epsilon, self.delta, self.min_devices, self.max_devices)
+
+    @model_validator(mode="after")
+    def _order(self) -> RefineIn:
+        if not math.isfinite(self.epsilon):
+            raise ValueError("epsilon must be finite")
+        if self.max_devices is not None and self.max_devices < self.min_devices:
+            raise ValueError("max_devices must be >= min_devices")
+        return self
+
+
+class RoundOut(BaseModel):
+    id: str
+    state: str
+    reports: int
+    created: float
+    config: dict[str, Any]
+    server_public_key: str
+    error: str | None = None
+
+
+class BatchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    messages: list[DeviceMessage | SketchMessage] = Field(min_length=1)
+
+
+class RefusedOut(BaseModel):
+    """One item of a shuffled batch the server did not store, and why."""
+
+    index: int = Field(description="position of the item in the posted batch")
+    reason: Literal["undecryptable", "malformed", "wrong_round", "invalid"]
+    detail: str
+
+
+class AcceptedOut(BaseModel):
+    accepted: int
+    duplicates: int
+
+
+class ShuffledOut(AcceptedOut):
+    """A shuffled batch's outcome, item by item."""
+
+    refused: list[RefusedOut] = Field(description="items not stored, and why (never retry them)")
+
+
+class SealedBatchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    sealed: list[str] = Field(min_length=1, description="base64 sealed messages")
+
+
+class ResultOut(BaseModel):
+    round_id: str
+    centers: list[list[float]]
+    sizes: list[float]
+    privacy: dict[str, Any]
+    diagnostics: dict[str, Any]
+    ball_centers: list[list[float]] | None = None

@@ -1,0 +1,30 @@
+"""The FastAPI aggregation server: ``create_app(settings)``."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI
+
+from shoal.common.http_edge import guard
+from shoal.server.edge import http_errors
+from shoal.server.edge.routers import health, reports, rounds
+from shoal.server.edge.settings import Settings
+from shoal.server.rounds.service import RoundService, RoundsSettings
+
+log = logging.getLogger("shoal.server")
+
+
+def create_app(settings: Settings) -> FastAPI:
+    app = FastAPI(title="shoal aggregation server", version="0.1.0")
+    app.state.settings = settings
+    app.state.service = RoundService(RoundsSettings(
+        db_url=settings.db_url, key_path=settings.key_path, decode_lease_seconds=settings.decode_lease_seconds,
+        decode_memory_bytes=settings.decode_memory_bytes, report_retention_days=settings.report_retention_days))
+
+    guard(app, settings.max_body_bytes, body_seconds=settings.body_seconds)
+    http_errors.install(app)
+    app.include_router(health.router)
+    app.include_router(rounds.router)
+    app.include_router(reports.router)
+    return app

@@ -1,0 +1,54 @@
+"""/rounds/{id}/reports (devices) and /rounds/{id}/shuffled (the shuffler)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, HTTPException
+
+from shoal.common.errors import ReportError
+from shoal.common.messages import DeviceMessage, SketchMessage
+from shoal.server.edge.api_models import (
+    AcceptedOut,
+    BatchIn,
+    RefusedOut,
+    SealedBatchIn,
+    ShuffledOut,
+)
+from shoal.server.edge.deps import ServerSettings, Service, Shuffler
+
+router = APIRouter(prefix="/rounds/{round_id}", tags=["reports"])
+
+
+def _check_round(round_id: str, messages: list[DeviceMessage | SketchMessage]) -> None:
+    for m in messages:
+        if m.round_id != round_id:
+            raise ReportError(f"message for round {m.round_id!r} posted to round {round_id!r}")
+
+
+@router.post("/reports", status_code=202, response_model=AcceptedOut)
+async def post_report(round_id: str, body: DeviceMessage | SketchMessage, service: Service) -> AcceptedOut:
+    """One report (tree: hist/vec; sketch round: sketch and n0): validated on
+    the event loop, then awaits its (group) commit."""
+    _check_round(round_id, [body])
+    new, dup = await service.ingest_async(round_id, [body])
+    return AcceptedOut(accepted=new, duplicates=dup)
+
+
+@router.post("/reports/batch", status_code=202, response_model=AcceptedOut)
+def post_batch(round_id: str, body: BatchIn, service: Service, settings: ServerSettings) -> AcceptedOut:
+    if len(body.messages) > settings.max_batch:
+        raise HTTPException(status_code=413, detail=f"batch of {len(body.messages)} messages exceeds {settings.max_batch}")
+    _check_round(round_id, body.messages)
+    new, dup = service.ingest(round_id, body.messages)
+    return AcceptedOut(accepted=new, duplicates=dup)
+
+
+@router.post("/shuffled", status_code=202, response_model=ShuffledOut)
+def post_shuffled(round_id: str, body: SealedBatchIn, service: Service, settings: ServerSettings,
+                  _: Shuffler) -> ShuffledOut:
+    """A released batch: every item that opens and fits the round is stored;
+    the rest are listed in ``refused`` (the shuffler drops them)."""
+    if len(body.sealed) > settings.max_batch:
+        raise HTTPException(status_code=413, detail=f"batch of {len(body.sealed)} messages exceeds {settings.max_batch}")
+    new, dup, refused = service.ingest_sealed(round_id, body.sealed)
+    return ShuffledOut(accepted=new, duplicates=dup,
+                       refused=[RefusedOut(index=i, reason=reason, detail=detail) for i, reason, detail in refused])

@@ -1,0 +1,106 @@
+"""Server settings from the environment, with documented defaults.
+
+SHOAL_DB_URL (default ``sqlite:///shoal.db``), SHOAL_KEY_PATH (default
+``shoal-server-key.pem``), SHOAL_OPERATOR_TOKEN and SHOAL_SHUFFLER_TOKEN
+(generated and printed at start when unset, which is refused unless the
+server binds a loopback address), SHOAL_MAX_BATCH (default 10,000 messages)
+SHOAL_MAX_BODY_BYTES (default 16 MiB: a batch of 10,000 tree reports is
+about 2.6 MB; parsing a body takes several times its size in memory) and SHOAL_DECODE_LEASE_SECONDS
+(default 30: how long a decode's lease lasts without renewal, so how long a
+round stays ``decoding`` after its server died on another host) and
+SHOAL_DECODE_MEMORY_BYTES (default 8 GiB: rounds whose decode would need
+more are refused at creation with a 422 naming the memory),
+SHOAL_HEADER_SECONDS (default 10: a connection must send a request's line
+and headers within this) and SHOAL_BODY_SECONDS (default 30: each chunk of a
+body must arrive within this, else 408; the shuffler reads the same two)
+and SHOAL_REPORT_RETENTION_DAYS (default 0, keep: otherwise the reports
+of a decoded round are deleted this many days after it was created; its
+result stays).
+Tokens must have at least 16 characters.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import secrets
+from dataclasses import dataclass
+
+from shoal.common.environment import env_number
+from shoal.common.errors import ConfigError
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+MIN_TOKEN_CHARS = 16  # bearer tokens shorter than this are refused at start
+
+
+@dataclass(frozen=True)
+class Settings:
+    db_url: str = "sqlite:///shoal.db"
+    key_path: str = "shoal-server-key.pem"
+    operator_token: str = ""
+    shuffler_token: str = ""
+    host: str = "127.0.0.1"
+    max_batch: int = 10_000
+    max_body_bytes: int = 16 << 20
+    generated_tokens: bool = False
+    decode_lease_seconds: float = 30.0
+    decode_memory_bytes: int = 8 << 30
+    header_seconds: float = 10.0
+    report_retention_days: float = 0.0
+    body_seconds: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not self.operator_token or not self.shuffler_token:
+            raise ConfigError("operator and shuffler tokens must be set")
+        for name, tok in (("SHOAL_OPERATOR_TOKEN", self.operator_token), ("SHOAL_SHUFFLER_TOKEN", self.shuffler_token)):
+            if len(tok) < MIN_TOKEN_CHARS:
+                raise ConfigError(f"{name} is too short: {len(tok)} characters, at least {MIN_TOKEN_CHARS} are required")
+        if self.operator_token == self.shuffler_token:
+            raise ConfigError("the operator and shuffler tokens must differ")
+        if self.generated_tokens and not is_loopback(self.host):
+            raise ConfigError(
+                f"refusing to serve on {self.host} with generated tokens: set "
+                "SHOAL_OPERATOR_TOKEN and SHOAL_SHUFFLER_TOKEN"
+            )
+        if not 1.0 <= self.decode_lease_seconds <= 3600.0:
+            raise ConfigError(f"SHOAL_DECODE_LEASE_SECONDS={self.decode_lease_seconds} is outside 1..3600")
+        if not (0 < self.header_seconds <= 600 and 0 < self.body_seconds <= 3600):
+            raise ConfigError(f"timeouts out of range: SHOAL_HEADER_SECONDS={self.header_seconds} (0..600], "
+                              f"SHOAL_BODY_SECONDS={self.body_seconds} (0..3600]")
+        if self.report_retention_days < 0:
+            raise ConfigError(f"SHOAL_REPORT_RETENTION_DAYS={self.report_retention_days} must be >= 0")
+        if self.decode_memory_bytes < 1 << 20:
+            raise ConfigError(f"SHOAL_DECODE_MEMORY_BYTES={self.decode_memory_bytes} is below 1 MiB")
+        if self.max_batch < 1 or self.max_body_bytes < 1024:
+            raise ConfigError(f"bad limits: max_batch={self.max_batch}, max_body_bytes={self.max_body_bytes}")
+
+
+def load_settings(host: str = "127.0.0.1", db_url: str | None = None) -> Settings:
+    env = os.environ
+    op = env.get("SHOAL_OPERATOR_TOKEN", "")
+    sh = env.get("SHOAL_SHUFFLER_TOKEN", "")
+    generated = not op or not sh
+    return Settings(
+        db_url=db_url or env.get("SHOAL_DB_URL", "sqlite:///shoal.db"),
+        key_path=env.get("SHOAL_KEY_PATH", "shoal-server-key.pem"),
+        operator_token=op or secrets.token_urlsafe(24),
+        shuffler_token=sh or secrets.token_urlsafe(24),
+        host=host,
+        max_batch=env_number(env, "SHOAL_MAX_BATCH", "10000", int),
+        max_body_bytes=env_number(env, "SHOAL_MAX_BODY_BYTES", str(16 << 20), int),
+        generated_tokens=generated,
+        decode_lease_seconds=env_number(env, "SHOAL_DECODE_LEASE_SECONDS", "30", float),
+        decode_memory_bytes=env_number(env, "SHOAL_DECODE_MEMORY_BYTES", str(8 << 30), int),
+        header_seconds=env_number(env, "SHOAL_HEADER_SECONDS", "10", float),
+        report_retention_days=env_number(env, "SHOAL_REPORT_RETENTION_DAYS", "0", float),
+        body_seconds=env_number(env, "SHOAL_BODY_SECONDS", "30", float),
+    )

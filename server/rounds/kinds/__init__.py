@@ -1,0 +1,30 @@
+"""The server half of every round kind, by name (``common/kinds.py`` explains the halves).
+
+The round service finds a round's kind here and never switches on config
+types. Adding a kind: write its module beside these and add it below.
+"""
+
+from __future__ import annotations
+
+from shoal.common.errors import ConfigError
+from shoal.server.rounds.kinds import refine, sketch, tree
+from shoal.server.rounds.kinds.base import RefineRequest, RoundRequest, RoundsView, ServerKind
+
+__all__ = ["SERVER_KINDS", "RefineRequest", "RoundRequest", "RoundsView", "ServerKind", "for_encoder", "server_kind"]
+
+SERVER_KINDS: dict[str, ServerKind] = {k.name: k for k in (tree.KIND, sketch.KIND, refine.KIND)}
+
+
+def server_kind(name: str) -> ServerKind:
+    if name not in SERVER_KINDS:
+        raise ConfigError(f"this server cannot serve {name!r} rounds (it knows {sorted(SERVER_KINDS)})")
+    return SERVER_KINDS[name]
+
+
+def for_encoder(encoder: str) -> ServerKind:
+    """The kind that serves ``POST /rounds`` with this ``encoder``."""
+    for kind in SERVER_KINDS.values():
+        if encoder in kind.encoders:
+            return kind
+    known = sorted(e for k in SERVER_KINDS.values() for e in k.encoders)
+    raise ConfigError(f"unknown encoder {encoder!r}; known: {known}")

@@ -1,0 +1,111 @@
+"""The server half of a round kind (``common/kinds.py`` explains the three halves).
+
+Domain objects only: the edge turns its pydantic models into a
+:class:`RoundRequest` / :class:`RefineRequest`; a kind never sees HTTP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TypeAlias
+
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import BaseModel
+
+from shoal.common.bounds import PublicBound
+from shoal.common.messages import ReportBatch
+
+# How a kind's reports are kept: "reports" is the compact per-report row table
+# (tree rounds, committed in groups); "payloads" is fixed-width rows (sketches, shares).
+Storage = Literal["reports", "payloads"]
+Rows: TypeAlias = ReportBatch | NDArray[Any]
+
+
+@dataclass(frozen=True)
+class RoundRequest:
+    """What an operator asks for (``POST /rounds``); every other parameter is
+    derived by the kind that serves ``encoder``."""
+
+    k: int
+    dim: int
+    epsilon: float
+    n_expected: int
+    encoder: str
+    model: str = "local"
+    delta: float = 0.0
+    min_batch: int = 0
+    bound: PublicBound = field(default_factory=lambda: PublicBound(radius=1.0))
+    tuning: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RefineRequest:
+    """A refine round on a done round's centers (``POST /rounds/{id}/refine``)."""
+
+    epsilon: float
+    delta: float
+    min_devices: int
+    max_devices: int | None = None
+
+
+class RoundsView(Protocol):
+    """What a decoder may ask of the service about other rounds (composition)."""
+
+    def privacy_of(self, round_id: str) -> tuple[object, dict[str, Any]]:
+        """A decoded round's event record and privacy statement."""
+        ...
+
+    def configs(self, kind: str) -> list[tuple[str, Any]]:
+        """(round id, parsed config) of every stored round of ``kind``."""
+        ...
+
+
+class Accumulator(Protocol):
+    """Linear and mergeable: the sum of the round's reports in the form its
+    decoder reads; two accumulators of one round merge into the one of the
+    union of their reports (the unit a distributed decode reduces)."""
+
+    def add(self, rows: Any) -> None: ...
+
+    def merge(self, other: Any) -> None: ...
+
+
+class ServerKind(Protocol):
+    name: str
+    encoders: tuple[str, ...]  # the ``encoder`` values of POST /rounds it serves (none: made another way)
+    refinable: bool  # can a refine round be opened on its centers
+    storage: Storage
+
+    def derive(self, request: RoundRequest, round_id: str) -> Any:
+        """The round's config from an operator's request (ConfigError if it cannot be met)."""
+        ...
+
+    def direct_model(self, config: Any) -> type[BaseModel] | str:
+        """The wire model of a report posted directly to the server, or why there is none."""
+        ...
+
+    def sealed_model(self, config: Any) -> type[BaseModel] | str:
+        """The wire model of one item of a shuffled batch, or why there is none."""
+        ...
+
+    def rows(self, config: Any, messages: Sequence[BaseModel]) -> Rows:
+        """A batch of parsed messages checked against the config and turned into
+        stored rows; a ShoalError refuses the whole batch."""
+        ...
+
+    def row_width(self, config: Any) -> tuple[int, type[np.uint64] | type[np.float64]]:
+        """A payload row's width and type (``storage == "payloads"``)."""
+        ...
+
+    def accumulator(self, config: Any) -> Accumulator:
+        ...
+
+    def decode(self, config: Any, acc: Any, rounds: RoundsView, round_id: str) -> dict[str, Any]:
+        """The result document of ``GET /rounds/{id}/result``, privacy statement included."""
+        ...
+
+    def privacy(self, config: Any) -> tuple[object, dict[str, Any]]:
+        """The round's event record and privacy statement (a child round composes them)."""
+        ...

@@ -1,0 +1,94 @@
+"""The refine kind on the server: one Lloyd step on a done round's centers
+through secure summation (``common/refine_round.py``). Opened on a parent
+round (``derive_child``), never from ``POST /rounds``; its privacy statement
+composes the parent and every refine round opened on it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import BaseModel
+
+from shoal.common.accounting import central_guarantee
+from shoal.common.bounds import PublicBound
+from shoal.common.errors import ConfigError
+from shoal.common.events import RoundsEvent
+from shoal.common.messages import ShareMessage, share_array
+from shoal.common.refine_round import NAME, RefineConfig, derive_refine, refined_centers
+from shoal.common.threats import secure_sum_guarantee
+from shoal.server.decoders.shares import ShareTotal
+from shoal.server.rounds.kinds.base import RefineRequest, RoundRequest, RoundsView
+
+
+class RefineServer:
+    name = NAME
+    encoders: tuple[str, ...] = ()
+    refinable = False
+    storage = "payloads"
+
+    def derive(self, request: RoundRequest, round_id: str) -> RefineConfig:
+        raise ConfigError("a refine round is opened on a done round: POST /rounds/{id}/refine")
+
+    def derive_child(self, parent_id: str, parent_result: dict[str, Any], bound: PublicBound,
+                     request: RefineRequest, round_id: str) -> RefineConfig:
+        ball = parent_result.get("ball_centers") or bound.to_ball(np.asarray(parent_result["centers"])).tolist()
+        return derive_refine(parent_id, np.asarray(ball), bound, request.epsilon, request.delta,
+                             request.min_devices, request.max_devices, round_id=round_id)
+
+    def direct_model(self, config: RefineConfig) -> type[BaseModel] | str:
+        return f"round {config.round_id} is a refine round: it takes only shuffled secure-sum shares"
+
+    def sealed_model(self, config: RefineConfig) -> type[BaseModel] | str:
+        return ShareMessage
+
+    def rows(self, config: RefineConfig, messages: Sequence[BaseModel]) -> NDArray[np.uint64]:
+        return share_array([m for m in messages if isinstance(m, ShareMessage)], config.secure_sum)
+
+    def row_width(self, config: RefineConfig) -> tuple[int, type[np.uint64] | type[np.float64]]:
+        return config.secure_sum.length + 1, np.uint64
+
+    def accumulator(self, config: RefineConfig) -> ShareTotal:
+        return ShareTotal(config.secure_sum)
+
+    def decode(self, config: RefineConfig, acc: ShareTotal, rounds: RoundsView, round_id: str) -> dict[str, Any]:
+        """Check that no share is missing and take one Lloyd step. The privacy
+        statement composes the parent round and every refine round opened on
+        it so far (issue 12: each used to compose only parent + itself)."""
+        params = config.secure_sum
+        sums, devices = acc.decode()
+        centers, sizes = refined_centers(sums, config)
+        parent_event, parent_privacy = rounds.privacy_of(config.parent_id)
+        siblings = sorted((rid, c) for rid, c in rounds.configs(NAME) if c.parent_id == config.parent_id)
+        eps, delta = central_guarantee(RoundsEvent((parent_event, *(s.event for _, s in siblings))))
+        privacy = {
+            "model": "shuffle",
+            "mechanism": "secure summation (split-and-mix) with distributed discrete Laplace noise",
+            "central_epsilon": eps,
+            "delta": delta,
+            "composition": f"basic, over the parent round and all {len(siblings)} refine round(s) opened on it",
+            "device_epsilon": None,
+            "device_epsilon_note": "no local guarantee for this round: its privacy relies on the shuffler not colluding with the server",
+            "guarantees": [secure_sum_guarantee(eps, delta, params.min_devices)],
+            "rounds": [parent_privacy] + [
+                {"round": rid, "central_epsilon": s.secure_sum.epsilon, "delta": s.secure_sum.delta,
+                 "min_devices": s.secure_sum.min_devices, "shares_per_device": s.secure_sum.shares}
+                for rid, s in siblings],
+        }
+        return {
+            "round_id": round_id,
+            "centers": config.bound.from_ball(centers).tolist(),
+            "ball_centers": centers.tolist(),
+            "sizes": [float(s) for s in sizes],
+            "privacy": privacy,
+            "diagnostics": {"devices": devices, "shares": acc.shares, "shares_per_device": params.shares,
+                            "modulus_bits": params.bits, "noise_std": params.noise_std, "parent": config.parent_id},
+        }
+
+    def privacy(self, config: RefineConfig) -> tuple[object, dict[str, Any]]:
+        raise ConfigError(f"round {config.round_id} is a refine round: its statement is composed when it is decoded")
+
+
+KIND = RefineServer()

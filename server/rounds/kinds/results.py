@@ -1,0 +1,30 @@
+"""The result document every kind returns (``GET /rounds/{id}/result``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from shoal.server.decoders.result import ClusteringResult
+
+
+def result_dict(round_id: str, res: ClusteringResult) -> dict[str, Any]:
+    return {
+        "round_id": round_id,
+        "centers": res.centers.tolist(),
+        "ball_centers": res.ball_centers.tolist(),
+        "sizes": [float(v) for v in res.sizes],
+        "privacy": res.privacy,
+        "diagnostics": jsonable(res.diagnostics),
+    }
+
+
+def jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return obj

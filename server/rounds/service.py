@@ -1,0 +1,334 @@
+"""Rounds as a service: round state, durable ingestion and decoding.
+
+Pure orchestration. What differs between kinds of round (the config, the
+wire model of a report, its stored rows, the accumulator, the decoder, the
+privacy statement) is the kind's (``rounds/kinds/``), found by the config's
+``kind``; this module never looks at config types. It checks round state,
+stores reports durably (a 2xx means committed), and decodes under a lease.
+It takes domain objects (``RoundRequest``, ``RoundsSettings``), never the
+HTTP edge's models.
+
+Over 300 lines because the three ingestion paths (single reports committed
+on the event loop, batches through the group-commit thread, shuffled
+batches item by item) and decoding all take the one round-state lock:
+"a 2xx means committed before any decode starts" is checkable in one file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import secrets
+import threading
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from numpy.typing import NDArray
+from pydantic import BaseModel
+
+from shoal.common.envelope import load_or_create_key, public_key_bytes
+from shoal.common.errors import ConfigError, ReportError, ShoalError
+from shoal.common.group_commit import GroupCommit, commit_and_settle
+from shoal.common.kinds import dump_config, kind_name, parse_config
+from shoal.common.messages import ReportBatch
+from shoal.common.signing import identity_path, load_or_create_signing_key
+from shoal.server.rounds import leases
+from shoal.server.rounds.kinds import (
+    RefineRequest,
+    RoundRequest,
+    ServerKind,
+    for_encoder,
+    server_kind,
+)
+from shoal.server.rounds.kinds.refine import KIND as REFINE
+from shoal.server.rounds.sealed import Refused, open_items, valid_part
+from shoal.server.storage.store import RoundRow, open_store
+
+
+class RoundStateError(ShoalError):
+    """The round is not in a state that allows this (closed, decoding, not done)."""
+
+
+@dataclass(frozen=True)
+class RoundsSettings:
+    """What the round service needs of the server's settings (``edge/settings.py`` makes one)."""
+
+    db_url: str
+    key_path: str
+    decode_lease_seconds: float = 30.0
+    decode_memory_bytes: int = 8 << 30
+    report_retention_days: float = 0.0
+
+
+Pending = tuple[str, list[str], ReportBatch]
+
+
+class RoundService:
+    """One per server process: round states are cached here, and every state
+    change goes through this object (the store arbitrates between replicas)."""
+
+    def __init__(self, settings: RoundsSettings) -> None:
+        self.settings = settings
+        self.store = open_store(settings.db_url)
+        self.key = load_or_create_key(settings.key_path)
+        self.public_key = base64.b64encode(public_key_bytes(self.key.public_key())).decode()
+        self.identity = load_or_create_signing_key(identity_path(settings.key_path))
+        self.metrics: Counter[str] = Counter()
+        self.decode_seconds: list[float] = []
+        self._rounds: dict[str, tuple[ServerKind, Any]] = {}
+        self.holder = leases.new_holder()
+        # Held while reports commit and while a round leaves "open": a report is
+        # either committed before decoding starts (and decoded) or refused.
+        self._state_lock = threading.Lock()
+        self._states: dict[str, str] = {}
+        self.committer: GroupCommit[Pending, int] = GroupCommit(self._commit, name="report-commit")
+        # Single POSTs commit on the event loop's own thread: the first report
+        # of a group schedules one commit (call_soon) for every report parsed
+        # until it runs. No thread hand-off, so no wait for the GIL between the
+        # statements of a commit (measured with the commit thread: its SQL took
+        # 5.5 ms at the median and 45 ms at p99 under load, the fsync 1 ms).
+        # Open loop at 1000/s, 50 connections: p99 5.0 ms against 7.4 ms with
+        # the thread; saturation 3016/s against 2737/s. Batches keep the thread.
+        self._loop_group: list[tuple[Pending, asyncio.Future[int]]] = []
+        self.recover_stranded()
+        if settings.report_retention_days > 0:
+            threading.Thread(target=self._retention_loop, daemon=True, name="retention").start()
+
+    # -- rounds --
+    def create(self, request: RoundRequest) -> RoundRow:
+        kind = for_encoder(request.encoder)
+        round_id = secrets.token_hex(8)
+        return self._store_new(round_id, kind, kind.derive(request, round_id))
+
+    def create_refine(self, parent_id: str, request: RefineRequest) -> RoundRow:
+        """A refine round on a done round's centers (``rounds/kinds/refine.py``)."""
+        parent = self.store.get_round(parent_id)
+        kind, cfg = self.round(parent_id)
+        if not kind.refinable:
+            raise RoundStateError(f"round {parent_id} is a {kind.name} round: refine rounds open on tree or sketch rounds")
+        if parent.state != "done" or parent.result is None:
+            raise RoundStateError(f"round {parent_id} is {parent.state}: refine needs its centers (state done)")
+        round_id = secrets.token_hex(8)
+        return self._store_new(round_id, REFINE, REFINE.derive_child(parent_id, parent.result, cfg.bound, request, round_id))
+
+    def _store_new(self, round_id: str, kind: ServerKind, cfg: Any) -> RoundRow:
+        need, budget = cfg.decode_bytes(), self.settings.decode_memory_bytes
+        if need > budget:
+            raise ConfigError(f"decoding this round would need about {_gib(need)} of memory, over the server's "
+                              f"decode budget of {_gib(budget)} (SHOAL_DECODE_MEMORY_BYTES): lower k, dim, "
+                              "n_expected or the tuning, or raise the budget")
+        self.store.create_round(round_id, dump_config(kind.name, cfg))
+        return self.store.get_round(round_id)
+
+    def round(self, round_id: str) -> tuple[ServerKind, Any]:
+        """The round's kind and published config, parsed once per process (UnknownRound if none)."""
+        if round_id not in self._rounds:
+            data = self.store.get_round(round_id).config
+            self._rounds[round_id] = (server_kind(kind_name(data)), parse_config(data))
+        return self._rounds[round_id]
+
+    # RoundsView (rounds/kinds/base.py): what a decoder may ask about other rounds.
+    def privacy_of(self, round_id: str) -> tuple[object, dict[str, Any]]:
+        kind, cfg = self.round(round_id)
+        return kind.privacy(cfg)
+
+    def configs(self, kind: str) -> list[tuple[str, Any]]:
+        return [(row.id, parse_config(row.config)) for row in self.store.list_rounds() if kind_name(row.config) == kind]
+
+    def state(self, round_id: str) -> str:
+        """The round's state (cached; UnknownRound if there is no such round)."""
+        if round_id not in self._states:
+            self._states[round_id] = self.store.get_state(round_id)
+        return self._states[round_id]
+
+    def _require_open(self, round_id: str) -> None:
+        state = self.state(round_id)
+        if state != "open":
+            raise RoundStateError(f"round {round_id} is {state}, not open")
+
+    def get(self, round_id: str) -> RoundRow:
+        row = self.store.get_round(round_id)
+        if row.state == "decoding" and self.recover_stranded(only=round_id):
+            row = self.store.get_round(round_id)
+        return row
+
+    def close(self, round_id: str) -> None:
+        with self._state_lock:
+            self._require_open(round_id)
+            self.store.set_state(round_id, "closed")
+            self._states[round_id] = "closed"
+
+    def delete(self, round_id: str) -> None:
+        """Delete a round and its reports in one transaction; refused (409)
+        while a live decode holds the round's lease."""
+        with self._state_lock:
+            if not self.store.delete_round(round_id, time.time()):
+                raise RoundStateError(f"round {round_id} is decoding: it can be deleted once the decode ends")
+            self._rounds.pop(round_id, None)
+            self._states.pop(round_id, None)
+
+    def result(self, round_id: str) -> dict[str, Any]:
+        row = self.store.get_round(round_id)
+        if row.state != "done" or row.result is None:
+            raise RoundStateError(f"round {round_id} has no result yet (state {row.state})")
+        return row.result
+
+    # -- ingestion --
+    def _rows(self, round_id: str, messages: Sequence[BaseModel]) -> tuple[ServerKind, Any]:
+        """Reports posted directly: checked against the round's kind and config."""
+        kind, cfg = self.round(round_id)
+        model = kind.direct_model(cfg)
+        if isinstance(model, str):
+            raise RoundStateError(model)
+        self._require_open(round_id)  # early refusal; checked again at commit
+        try:
+            return kind, kind.rows(cfg, messages)
+        except ShoalError:
+            self.metrics["rejected_invalid"] += len(messages)
+            raise
+
+    def _count(self, new: int, total: int) -> tuple[int, int]:
+        self.metrics["accepted"] += new
+        self.metrics["duplicates"] += total - new
+        return new, total - new
+
+    def ingest(self, round_id: str, messages: Sequence[BaseModel]) -> tuple[int, int]:
+        """Validate and durably store; returns (new, duplicates). Blocks until committed."""
+        kind, rows = self._rows(round_id, messages)
+        return self._count(self._store(kind, round_id, [_message_id(m) for m in messages], rows), len(messages))
+
+    async def ingest_async(self, round_id: str, messages: Sequence[BaseModel]) -> tuple[int, int]:
+        """As ``ingest``, awaiting the commit instead of holding a worker thread."""
+        kind, rows = self._rows(round_id, messages)
+        ids = [_message_id(m) for m in messages]
+        if kind.storage != "reports":
+            return self._count(await asyncio.to_thread(self._store, kind, round_id, ids, rows), len(messages))
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._loop_group.append(((round_id, ids, rows), fut))
+        if len(self._loop_group) == 1:
+            asyncio.get_running_loop().call_soon(self._commit_loop_group)
+        return self._count(await fut, len(messages))
+
+    def ingest_sealed(self, round_id: str, sealed: list[str]) -> tuple[int, int, list[Refused]]:
+        """A shuffled batch, item by item (``rounds/sealed.py``): returns (new,
+        duplicates, refused). Refusing a whole batch is left to round-level
+        errors (unknown, closed round). Secure-sum rounds keep their
+        all-or-nothing decode: a refused share makes the sum fail loudly."""
+        kind, cfg = self.round(round_id)
+        model = kind.sealed_model(cfg)
+        if isinstance(model, str):
+            raise RoundStateError(model)
+        self._require_open(round_id)
+        kept, refused = open_items(sealed, self.key, round_id, model)
+        valid, rows = valid_part(kept, lambda msgs: kind.rows(cfg, msgs), refused)
+        self.metrics["rejected_sealed"] += len(refused)
+        if not valid:
+            return 0, 0, sorted(refused)
+        new = self._store(kind, round_id, [_message_id(m) for m in valid], rows)
+        self._count(new, len(valid))
+        return new, len(valid) - new, sorted(refused)
+
+    def _store(self, kind: ServerKind, round_id: str, ids: list[str], rows: Any) -> int:
+        """Commit while the round is still open; returns how many rows were new."""
+        if kind.storage == "reports":
+            return self.committer.submit((round_id, ids, rows)).result()
+        return self._store_payloads(round_id, ids, rows)
+
+    def _store_payloads(self, round_id: str, message_ids: list[str], rows: NDArray[Any]) -> int:
+        with self._state_lock:
+            self._require_open(round_id)
+            return self.store.add_payloads(round_id, message_ids, rows)
+
+    def _commit(self, groups: list[Pending]) -> list[int | BaseException]:
+        """GroupCommit's writer: one transaction for every open round's reports;
+        groups for rounds that are no longer open get their RoundStateError."""
+        with self._state_lock:
+            refused: dict[int, BaseException] = {}
+            for i, (round_id, _, _) in enumerate(groups):
+                try:
+                    self._require_open(round_id)
+                except ShoalError as exc:
+                    refused[i] = exc
+            ok = [i for i in range(len(groups)) if i not in refused]
+            counts = dict(zip(ok, self.store.add_report_groups([groups[i] for i in ok]) if ok else [], strict=True))
+            return [refused[i] if i in refused else counts[i] for i in range(len(groups))]
+
+    def _commit_loop_group(self) -> None:
+        """Event-loop group commit (comment in ``__init__``): every single report
+        queued since the last one, in one transaction, on the loop's own thread."""
+        group, self._loop_group = self._loop_group, []
+        commit_and_settle(self._commit, [p for p, _ in group], [fut for _, fut in group])
+
+    # -- decoding --
+    def cluster(self, round_id: str) -> dict[str, Any]:
+        """Decode under a lease (``rounds/leases.py``): renewed while the decode
+        runs, and the result written only if this process still holds it."""
+        kind, cfg = self.round(round_id)
+        with self._state_lock:
+            if self.store.count_reports(round_id) == 0:
+                raise RoundStateError(f"round {round_id} has no reports to decode")
+            now = time.time()
+            if not self.store.take_lease(round_id, self.holder, now + self.settings.decode_lease_seconds, now):
+                raise RoundStateError(f"round {round_id} is already decoding")
+            self._states[round_id] = "decoding"
+        stop = leases.heartbeat(self.store, round_id, self.holder, self.settings.decode_lease_seconds)
+        t = time.perf_counter()
+        try:
+            rows = (self.store.load_reports(round_id, cfg.dim) if kind.storage == "reports"
+                    else self.store.load_payloads(round_id, *kind.row_width(cfg)))
+            acc = kind.accumulator(cfg)
+            acc.add(rows)
+            result = kind.decode(cfg, acc, self, round_id)
+        except Exception as exc:
+            stop.set()
+            self._end_decode(round_id, "failed", error=f"{type(exc).__name__}: {exc}")
+            raise
+        stop.set()
+        self.decode_seconds.append(time.perf_counter() - t)
+        self._end_decode(round_id, "done", result=result)
+        return result
+
+    def _end_decode(self, round_id: str, state: str, **kw: Any) -> None:
+        with self._state_lock:
+            ok = self.store.end_lease(round_id, self.holder, state, **kw)
+            self._states.pop(round_id, None)
+        if not ok:
+            raise RoundStateError(f"round {round_id}: this decode lost its lease (the round was deleted or its "
+                                  "lease expired and another decode took it); its result was discarded")
+
+    def recover_stranded(self, only: str | None = None) -> list[str]:
+        """Rounds left ``decoding`` by a server that is gone go back to ``closed``.
+        Called at start-up and when a decoding round is read."""
+        back, seen = leases.free_stranded(self.store, self.holder, only)
+        for rid in seen:
+            self._states.pop(rid, None)
+        return back
+
+    # -- retention --
+    def purge_expired(self, now: float | None = None) -> list[str]:
+        """Delete the reports of done rounds created more than
+        ``report_retention_days`` ago (results stay)."""
+        now = time.time() if now is None else now
+        return self.store.purge_reports(now - self.settings.report_retention_days * 86400)
+
+    def _retention_loop(self) -> None:
+        while True:
+            try:
+                self.purge_expired()
+            except ShoalError:  # storage unavailable: the next pass tries again
+                pass
+            time.sleep(3600)
+
+
+def _message_id(message: BaseModel) -> str:
+    mid = getattr(message, "message_id", None)
+    if not isinstance(mid, str):
+        raise ReportError(f"a {type(message).__name__} carries no message id")
+    return mid
+
+
+def _gib(n: int) -> str:
+    return f"{n / (1 << 30):.3g} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.3g} MiB"

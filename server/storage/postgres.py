@@ -1,0 +1,63 @@
+"""The production store: PostgreSQL through psycopg 3, reconnecting when its
+connection breaks (the failed transaction was rolled back; the caller gets
+StorageUnavailable, a 503 with Retry-After)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from shoal.server.storage.store import Run, Store, T, storage_errors
+
+
+class PostgresStore(Store):
+    """The production store, by URL (psycopg 3)."""
+
+    placeholder = "%s"
+    blob = "BYTEA"
+    without_rowid = ""
+    insert_ignore = "INSERT INTO"
+    on_conflict = " ON CONFLICT DO NOTHING"
+
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        import psycopg
+
+        self.integrity_errors = (psycopg.IntegrityError,)
+        self._url = url
+        self._errors = (psycopg.OperationalError, psycopg.InterfaceError)
+        self._conn = psycopg.connect(url, autocommit=True)
+        self.init_schema()
+
+    def _connection(self) -> Any:
+        """The connection, reconnected if the last one broke (server restart, network)."""
+        if self._conn.broken or self._conn.closed:
+            import psycopg
+
+            self._conn = psycopg.connect(self._url, autocommit=True)
+        return self._conn
+
+    def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with self._lock, storage_errors(*self._errors), self._connection().cursor() as cur:
+            cur.execute(sql.encode(), params)
+            return list(cur.fetchall()) if cur.description else []
+
+    def _round_columns(self) -> set[str]:
+        rows = self._execute("SELECT column_name FROM information_schema.columns "
+                             "WHERE table_name = 'rounds' AND table_schema = current_schema()")
+        return {str(r[0]) for r in rows}
+
+    def _has_table(self, name: str) -> bool:
+        return bool(self._execute("SELECT 1 FROM information_schema.tables WHERE table_name = %s "
+                                  "AND table_schema = current_schema()", (name,)))
+
+    def _in_transaction(self, work: Callable[[Run], T]) -> T:
+        with self._lock, storage_errors(*self._errors):
+            conn = self._connection()
+            with conn.transaction(), conn.cursor() as cur:
+
+                def run(sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+                    cur.execute(sql.encode(), params)
+                    return list(cur.fetchall()) if cur.description else []
+
+                return work(run)

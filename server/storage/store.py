@@ -1,0 +1,415 @@
+"""Durable storage of rounds, reports and results: SQLite (default) or PostgreSQL.
+
+A report acknowledged with 2xx has been committed (SQLite in WAL mode with
+synchronous=FULL; PostgreSQL's default durable commit). A report is one
+fixed-width binary row (``report_rows.py``) keyed by (the round's small
+integer ``seq``, the 16 bytes of its message id), so a retried message is
+acknowledged but never stored twice, and decoding reads a round back with
+one vectorised pass. Device identities are never stored: a row has no sender.
+
+The SQL both back ends share is here (which is why this module is over 300
+lines); ``sqlite.py`` and ``postgres.py`` hold their connections,
+transactions and the handful of dialect differences.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from shoal.common.messages import ReportBatch
+from shoal.server.storage import report_rows
+from shoal.server.storage.report_rows import StoreError
+
+ROUND_STATES = ("open", "closed", "decoding", "done", "failed")
+WAL_TRUNCATE_BYTES = 16 << 20  # a WAL file past this is checkpointed and emptied
+WAL_KEEP_BYTES = 4 << 20  # the WAL file is cut back to this once its log restarts
+_CHUNK = 4000  # rows (x 3 parameters) per statement: under SQLite's 32766 and PostgreSQL's 65535
+T = TypeVar("T")
+Run = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
+
+_SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS rounds (
+        id TEXT PRIMARY KEY, config TEXT NOT NULL, state TEXT NOT NULL,
+        created DOUBLE PRECISION NOT NULL, result TEXT, error TEXT,
+        lease_holder TEXT, lease_until DOUBLE PRECISION, seq BIGINT UNIQUE)""",
+    """CREATE TABLE IF NOT EXISTS report_rows (
+        round_seq BIGINT NOT NULL, message_id {blob} NOT NULL, report {blob} NOT NULL,
+        PRIMARY KEY (round_seq, message_id)){without_rowid}""",
+]
+
+
+class UnknownRound(StoreError):
+    """No round with that id."""
+
+
+class StorageUnavailable(StoreError):
+    """The database cannot write or answer now (disk full, read-only, locked,
+    connection lost): nothing of the request was stored; retry later (503)."""
+
+
+@dataclass(frozen=True)
+class RoundRow:
+    id: str
+    config: dict[str, Any]
+    state: str
+    created: float
+    reports: int
+    result: dict[str, Any] | None
+    error: str | None
+
+
+class Store(abc.ABC):
+    """SQL shared by both back ends; subclasses supply the connection and dialect."""
+
+    placeholder = "?"
+    blob = "BLOB"
+    without_rowid = " WITHOUT ROWID"
+    insert_ignore = "INSERT OR IGNORE INTO"
+    on_conflict = ""
+    integrity_errors: tuple[type[BaseException], ...] = (sqlite3.IntegrityError,)
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seqs: dict[str, int] = {}
+
+    @abc.abstractmethod
+    def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Run one statement in its own committed transaction; return its rows."""
+
+    @abc.abstractmethod
+    def _in_transaction(self, work: Callable[[Run], T]) -> T:
+        """Call ``work(run)`` inside ONE write transaction (one commit, one
+        fsync); ``run(sql, params)`` executes a statement and returns its rows."""
+
+    def _sql(self, sql: str) -> str:
+        return sql.replace("?", self.placeholder)
+
+    def init_schema(self) -> None:
+        for stmt in _SCHEMA:
+            self._execute(stmt.format(blob=self.blob, without_rowid=self.without_rowid))
+        # Stores made before issue 13 gain the lease and seq columns, and their
+        # reports move into ``report_rows``.
+        have = self._round_columns()
+        for col, kind in (("lease_holder", "TEXT"), ("lease_until", "DOUBLE PRECISION"), ("seq", "BIGINT")):
+            if col not in have:
+                self._execute(f"ALTER TABLE rounds ADD COLUMN {col} {kind}")
+        self._execute("CREATE UNIQUE INDEX IF NOT EXISTS rounds_seq ON rounds (seq)")
+        if self._has_table("reports"):
+            self._in_transaction(self._migrate_reports)
+
+    def _migrate_reports(self, run: Run) -> None:
+        """Give every round a seq, copy the old seven-column ``reports`` into
+        ``report_rows`` (packed), and drop it; one transaction."""
+        unnumbered = [r[0] for r in run("SELECT id FROM rounds WHERE seq IS NULL ORDER BY created", ())]
+        top = int(run("SELECT COALESCE(MAX(seq), 0) FROM rounds", ())[0][0])
+        for i, rid in enumerate(unnumbered):
+            run(self._sql("UPDATE rounds SET seq = ? WHERE id = ?"), (top + 1 + i, rid))
+        for rid, seq in run("SELECT id, seq FROM rounds", ()):
+            rows = run(self._sql("SELECT message_id, hist_level, hist_seed, hist_bucket, vec_level, vec_row, vec "
+                                 "FROM reports WHERE round_id = ?"), (rid,))
+            if not rows:
+                continue
+            keys = report_rows.message_keys([str(r[0]) for r in rows])
+            if all(r[1] == -1 and r[4] == -1 for r in rows):  # payload rows (shares, sketches)
+                packed = [bytes(r[6]) for r in rows]
+            else:
+                n = len(rows)
+                cols = np.array([r[1:6] for r in rows], dtype=np.int64).reshape(n, 5)
+                pairs = np.zeros((n, 2), dtype="<u8")
+                has = cols[:, 3] >= 0
+                if has.any():
+                    pairs[has] = np.frombuffer(b"".join(bytes(r[6]) for r in rows if r[4] >= 0),
+                                               dtype="<u8").reshape(-1, 2)
+                batch = ReportBatch(rid, cols[:, 0], cols[:, 1], cols[:, 2], cols[:, 3], cols[:, 4], np.zeros((n, 0)),
+                                    pairs[:, 0], np.where(has, pairs[:, 1].astype(np.int64), -1))
+                packed = report_rows.pack_tree(batch)
+            for i in range(0, len(rows), _CHUNK):
+                chunk = list(zip([seq] * len(rows[i:i + _CHUNK]), keys[i:i + _CHUNK], packed[i:i + _CHUNK],
+                                 strict=True))
+                values = ",".join(["(?, ?, ?)"] * len(chunk))
+                run(self._sql(f"INSERT INTO report_rows (round_seq, message_id, report) VALUES {values}"),
+                    tuple(v for row in chunk for v in row))
+        run("DROP TABLE reports", ())
+
+    @abc.abstractmethod
+    def _has_table(self, name: str) -> bool:
+        """Does the store have a table of that name?"""
+
+    @abc.abstractmethod
+    def _round_columns(self) -> set[str]:
+        """Names of the ``rounds`` table's columns."""
+
+    # -- decode leases --
+    # A decode holds a lease (holder, expiry) on its round, renewed while it
+    # runs; the result is written only by the holder, in the same statement
+    # that ends the lease. A round whose holder died (lease expired, or a dead
+    # process on this host) goes back to ``closed`` (issue 13: a SIGKILL during
+    # /cluster used to leave the round ``decoding`` for ever).
+    def take_lease(self, round_id: str, holder: str, until: float, now: float) -> bool:
+        """Move the round to ``decoding`` under ``holder``, unless a live lease holds it."""
+        rows = self._execute(self._sql(
+            "UPDATE rounds SET state = 'decoding', lease_holder = ?, lease_until = ?, error = NULL "
+            "WHERE id = ? AND (state <> 'decoding' OR lease_until IS NULL OR lease_until < ?) RETURNING id"),
+            (holder, until, round_id, now))
+        return bool(rows)
+
+    def renew_lease(self, round_id: str, holder: str, until: float) -> bool:
+        """Extend a lease; False if ``holder`` no longer holds it."""
+        rows = self._execute(self._sql(
+            "UPDATE rounds SET lease_until = ? WHERE id = ? AND state = 'decoding' AND lease_holder = ? RETURNING id"),
+            (until, round_id, holder))
+        return bool(rows)
+
+    def end_lease(self, round_id: str, holder: str, state: str, result: dict[str, Any] | None = None,
+                  error: str | None = None) -> bool:
+        """Write the decode's outcome and end the lease, atomically; False if
+        ``holder`` lost the lease (then nothing is written)."""
+        if state not in ROUND_STATES:
+            raise StoreError(f"unknown round state {state!r}")
+        rows = self._execute(self._sql(
+            "UPDATE rounds SET state = ?, result = ?, error = ?, lease_holder = NULL, lease_until = NULL "
+            "WHERE id = ? AND state = 'decoding' AND lease_holder = ? RETURNING id"),
+            (state, json.dumps(result) if result is not None else None, error, round_id, holder))
+        return bool(rows)
+
+    def leases(self) -> list[tuple[str, str, float]]:
+        """(round, holder, expiry) of every round in ``decoding``."""
+        rows = self._execute("SELECT id, lease_holder, lease_until FROM rounds WHERE state = 'decoding'")
+        return [(str(r[0]), str(r[1] or ""), float(r[2] or 0.0)) for r in rows]
+
+    def free_lease(self, round_id: str, holder: str) -> bool:
+        """A stranded decode's round goes back to ``closed`` (if ``holder`` still holds it)."""
+        rows = self._execute(self._sql(
+            "UPDATE rounds SET state = 'closed', lease_holder = NULL, lease_until = NULL, "
+            "error = 'decode interrupted (its server stopped); cluster again' "
+            "WHERE id = ? AND state = 'decoding' AND COALESCE(lease_holder, '') = ? RETURNING id"),
+            (round_id, holder))
+        return bool(rows)
+
+    # -- rounds --
+    def create_round(self, round_id: str, config: dict[str, Any]) -> None:
+        """A new open round, numbered one past the largest ``seq`` (a replica
+        that races another for the same number tries again)."""
+        for attempt in range(5):
+            try:
+                self._execute(self._sql(
+                    "INSERT INTO rounds (id, config, state, created, seq) "
+                    "VALUES (?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM rounds))"),
+                    (round_id, json.dumps(config), "open", time.time()))
+                return
+            except self.integrity_errors:
+                if attempt == 4:
+                    raise
+
+    def get_round(self, round_id: str) -> RoundRow:
+        rows = self._execute(
+            self._sql("SELECT id, config, state, created, result, error FROM rounds WHERE id = ?"),
+            (round_id,),
+        )
+        if not rows:
+            raise UnknownRound(f"unknown round {round_id!r}")
+        return self._row(rows[0])
+
+    def get_state(self, round_id: str) -> str:
+        """The round's state alone (cheap: no report count)."""
+        rows = self._execute(self._sql("SELECT state FROM rounds WHERE id = ?"), (round_id,))
+        if not rows:
+            raise UnknownRound(f"unknown round {round_id!r}")
+        return str(rows[0][0])
+
+    def list_rounds(self) -> list[RoundRow]:
+        rows = self._execute("SELECT id, config, state, created, result, error FROM rounds ORDER BY created")
+        return [self._row(r) for r in rows]
+
+    def _row(self, r: tuple[Any, ...]) -> RoundRow:
+        count = self._execute(self._sql(
+            "SELECT COUNT(*) FROM report_rows WHERE round_seq = (SELECT seq FROM rounds WHERE id = ?)"), (r[0],))
+        return RoundRow(
+            id=r[0],
+            config=json.loads(r[1]),
+            state=r[2],
+            created=float(r[3]),
+            reports=int(count[0][0]),
+            result=json.loads(r[4]) if r[4] else None,
+            error=r[5],
+        )
+
+    def set_state(self, round_id: str, state: str, result: dict[str, Any] | None = None, error: str | None = None) -> None:
+        if state not in ROUND_STATES:
+            raise StoreError(f"unknown round state {state!r}")
+        self._execute(
+            self._sql("UPDATE rounds SET state = ?, result = ?, error = ? WHERE id = ?"),
+            (state, json.dumps(result) if result is not None else None, error, round_id),
+        )
+
+    def delete_round(self, round_id: str, now: float | None = None) -> bool:
+        """Delete a round and its reports in one transaction (UnknownRound if
+        none). With ``now``: False, and nothing deleted, while a live decode
+        lease (expiring after ``now``) holds the round."""
+
+        def work(run: Run) -> bool:
+            rows = run(self._sql("SELECT state, lease_until, seq FROM rounds WHERE id = ?"), (round_id,))
+            if not rows:
+                raise UnknownRound(f"unknown round {round_id!r}")
+            if now is not None and rows[0][0] == "decoding" and rows[0][1] is not None and float(rows[0][1]) >= now:
+                return False
+            run(self._sql("DELETE FROM report_rows WHERE round_seq = ?"), (rows[0][2],))
+            run(self._sql("DELETE FROM rounds WHERE id = ?"), (round_id,))
+            self._seqs.pop(round_id, None)
+            return True
+
+        deleted = self._in_transaction(work)
+        if deleted:
+            self.reclaim()
+        return deleted
+
+    # -- retention --
+    def purge_reports(self, before: float) -> list[str]:
+        """Delete the reports of every ``done`` round created before ``before``
+        (its result stays); returns those rounds. Then give the space back."""
+
+        def work(run: Run) -> list[str]:
+            found = run(self._sql(
+                "SELECT id, seq FROM rounds WHERE state = 'done' AND created < ? AND EXISTS "
+                "(SELECT 1 FROM report_rows WHERE report_rows.round_seq = rounds.seq)"), (before,))
+            for _, seq in found:
+                run(self._sql("DELETE FROM report_rows WHERE round_seq = ?"), (seq,))
+            return [str(r[0]) for r in found]
+
+        ids = self._in_transaction(work)
+        if ids:
+            self.reclaim()
+        return ids
+
+    def reclaim(self) -> None:
+        """Return freed pages to the file system where the back end needs telling
+        (SQLite's incremental vacuum; PostgreSQL's autovacuum does it itself)."""
+        return None
+
+    # -- reports --
+    def _seq(self, round_id: str) -> int:
+        """The round's integer key in ``report_rows`` (cached: it never changes)."""
+        if round_id not in self._seqs:
+            rows = self._execute(self._sql("SELECT seq FROM rounds WHERE id = ?"), (round_id,))
+            if not rows:
+                raise UnknownRound(f"unknown round {round_id!r}")
+            self._seqs[round_id] = int(rows[0][0])
+        return self._seqs[round_id]
+
+    def add_reports(self, round_id: str, message_ids: list[str], batch: ReportBatch) -> int:
+        """Store validated reports; returns how many were new (duplicates are ignored)."""
+        return self.add_report_groups([(round_id, message_ids, batch)])[0]
+
+    def add_report_groups(self, groups: list[tuple[str, list[str], ReportBatch]]) -> list[int]:
+        """Several requests' reports in one transaction (group commit); new rows per group."""
+        return self._add_row_groups([(rid, report_rows.message_keys(ids), report_rows.pack_tree(batch))
+                                     for rid, ids, batch in groups])
+
+    def add_payloads(self, round_id: str, message_ids: list[str], rows: NDArray[np.uint64] | NDArray[np.float64]) -> int:
+        """Fixed-width reports that are one array row each (secure-sum shares
+        of refine and shuffle-model sketch rounds, uint64; local sketches,
+        float64), stored as little-endian words, in one transaction; returns
+        how many were new."""
+        return self._add_row_groups([(round_id, report_rows.message_keys(message_ids), report_rows.pack_words(rows))])[0]
+
+    def _add_row_groups(self, groups: list[tuple[str, list[bytes], list[bytes]]]) -> list[int]:
+        """(round, message keys, packed rows) of several groups in one
+        transaction, skipping message ids already stored; new rows per group.
+
+        Few, large statements on purpose: the duplicates are looked up with one
+        ``IN`` query per round and the new rows inserted with one multi-row
+        ``INSERT``, because every statement step releases and re-takes the GIL,
+        which under load costs up to a switch interval each (measured: row-by-row
+        ``executemany`` made the commit thread the bottleneck).
+        """
+        seqs = {rid: self._seq(rid) for rid, _, _ in groups}
+
+        def work(run: Run) -> list[int]:
+            seen: set[tuple[int, bytes]] = set()
+            by_round: dict[int, list[bytes]] = {}
+            for rid, keys, _ in groups:
+                by_round.setdefault(seqs[rid], []).extend(keys)
+            for seq, keys in by_round.items():
+                for i in range(0, len(keys), _CHUNK):
+                    chunk = keys[i:i + _CHUNK]
+                    sql = (f"SELECT message_id FROM report_rows WHERE round_seq = ? AND message_id IN "
+                           f"({','.join('?' * len(chunk))})")
+                    seen.update((seq, bytes(r[0])) for r in run(self._sql(sql), (seq, *chunk)))
+            new_rows: list[tuple[int, bytes, bytes]] = []
+            counts = []
+            for rid, keys, packed in groups:
+                before, seq = len(new_rows), seqs[rid]
+                for key, row in zip(keys, packed, strict=True):
+                    if (seq, key) not in seen:
+                        seen.add((seq, key))
+                        new_rows.append((seq, key, row))
+                counts.append(len(new_rows) - before)
+            for i in range(0, len(new_rows), _CHUNK):
+                chunk_rows = new_rows[i:i + _CHUNK]
+                values = ",".join(["(?, ?, ?)"] * len(chunk_rows))
+                run(self._sql(f"{self.insert_ignore} report_rows (round_seq, message_id, report) VALUES {values}"
+                              f"{self.on_conflict}"), tuple(v for row in chunk_rows for v in row))
+            return counts
+
+        return self._in_transaction(work)
+
+    def _packed(self, round_id: str) -> tuple[int, bytes]:
+        rows = self._execute(self._sql("SELECT report FROM report_rows WHERE round_seq = ? ORDER BY message_id"),
+                             (self._seq(round_id),))
+        return len(rows), b"".join(bytes(r[0]) for r in rows)
+
+    def load_payloads(self, round_id: str, width: int, dtype: type[np.uint64] | type[np.float64]) -> NDArray[Any]:
+        """Every row stored by ``add_payloads`` for a round, (n, width) of ``dtype``."""
+        count, raw = self._packed(round_id)
+        return report_rows.unpack_words(raw, count, width, dtype)
+
+    def load_reports(self, round_id: str, dim: int) -> ReportBatch:
+        """Every tree report of a round, in message-id order."""
+        return report_rows.unpack_tree(self._packed(round_id)[1], round_id)
+
+    def message_ids(self, round_id: str) -> list[str]:
+        """The message ids stored for a round (hex), in order."""
+        rows = self._execute(self._sql("SELECT message_id FROM report_rows WHERE round_seq = ? ORDER BY message_id"),
+                             (self._seq(round_id),))
+        return [bytes(r[0]).hex() for r in rows]
+
+    def count_reports(self, round_id: str) -> int:
+        return int(self._execute(self._sql("SELECT COUNT(*) FROM report_rows WHERE round_seq = ?"),
+                                 (self._seq(round_id),))[0][0])
+
+
+
+@contextlib.contextmanager
+def storage_errors(*kinds: type[BaseException]) -> Iterator[None]:
+    """The database's own failures become ``StorageUnavailable`` (503 at the
+    edge); the transaction they interrupted was rolled back, so nothing is
+    half-written."""
+    try:
+        yield
+    except kinds as exc:
+        raise StorageUnavailable(f"storage unavailable: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from exc
+
+
+def open_store(url: str) -> Store:
+    """``sqlite:///PATH`` (or a bare path) or ``postgresql://...``."""
+    from shoal.server.storage.postgres import PostgresStore
+    from shoal.server.storage.sqlite import SQLiteStore
+
+    if url.startswith(("postgresql://", "postgres://")):
+        return PostgresStore(url)
+    if url.startswith("sqlite:///"):
+        return SQLiteStore(url[len("sqlite:///") :])
+    if "://" in url:
+        raise StoreError(f"unsupported database URL {url!r}: use sqlite:///PATH or postgresql://...")
+    return SQLiteStore(url)

@@ -1,0 +1,64 @@
+"""``shoal shuffler``: run the shuffler (its credentials come from the
+environment: SHOAL_SHUFFLER_TOKEN, SHOAL_ENROL_TOKEN, SHOAL_SERVER_KEY)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def build_parser(verb: str = "shuffler") -> argparse.ArgumentParser:
+    sh = argparse.ArgumentParser(prog="shoal shuffler", description="run the shuffler (needs shoal[server])")
+    sh.add_argument("--server-url", required=True)
+    sh.add_argument("--min-batch", type=int, default=100)
+    sh.add_argument("--host", default="127.0.0.1")
+    sh.add_argument("--port", type=int, default=8001)
+    sh.add_argument("--db", default="shoal-shuffler.db")
+    sh.add_argument("--log-level", default="warning")
+    sh.add_argument("--server-key", default=None,
+                    help="the server identity fingerprint (sha256:...) to verify round configs against; or SHOAL_SERVER_KEY")
+    sh.add_argument("--round-check-seconds", type=float, default=60.0,
+                    help="how often buffered rounds are checked at the server (deleted rounds are forgotten)")
+    sh.add_argument("--max-round-age-hours", type=float, default=168.0,
+                    help="buffered messages of a round are dropped this long after its first one")
+    return sh
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+
+    from shoal.common.environment import env_number
+    from shoal.common.http_edge import serve
+    from shoal.shuffler.app import ShufflerSettings, create_app
+
+    token = os.environ.get("SHOAL_SHUFFLER_TOKEN", "")
+    if not token:
+        print("shoal shuffler: set SHOAL_SHUFFLER_TOKEN to the server's shuffler token", file=sys.stderr)
+        return 2
+    import secrets
+
+    from shoal.common.signing import pinned_key
+
+    enrol = os.environ.get("SHOAL_ENROL_TOKEN", "")
+    if not enrol:
+        if args.host not in ("127.0.0.1", "localhost", "::1"):
+            print("shoal shuffler: set SHOAL_ENROL_TOKEN (the operator's credential for POST /enrol)", file=sys.stderr)
+            return 2
+        enrol = secrets.token_urlsafe(24)
+        print(f"shoal shuffler: generated enrolment token (set SHOAL_ENROL_TOKEN to choose it): {enrol}", flush=True)
+    try:
+        settings = ShufflerSettings(server_url=args.server_url.rstrip("/"), token=token, db_path=args.db,
+                                    min_batch=args.min_batch, server_key=pinned_key(args.server_key),
+                                    enrol_token=enrol, round_check_seconds=args.round_check_seconds,
+                                    max_round_age_seconds=args.max_round_age_hours * 3600,
+                                    header_seconds=env_number(os.environ, "SHOAL_HEADER_SECONDS", "10", float),
+                                    body_seconds=env_number(os.environ, "SHOAL_BODY_SECONDS", "30", float))
+    except ValueError as exc:
+        print(f"shoal shuffler: {exc}", file=sys.stderr)
+        return 2
+    if settings.server_key is None:
+        print("shoal shuffler: WARNING no server key pinned (--server-key / SHOAL_SERVER_KEY): configs are not "
+              "verified, so a hostile server could equivocate on min_batch", file=sys.stderr, flush=True)
+    serve(create_app(settings), host=args.host, port=args.port, log_level=args.log_level,
+          header_seconds=settings.header_seconds)
+    return 0

@@ -1,0 +1,73 @@
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from shoal.common.cli import main
+from shoal.deploy.datasets import paper_mixture
+
+
+def test_simulate_json_has_exactly_the_documented_keys(tmp_path, capsys):
+    path = tmp_path / "x.npy"
+    np.save(path, paper_mixture(3000, d=5, k=2, seed=0).points)
+    assert main(["simulate", "--data", str(path), "--k", "2", "--eps", "4", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {
+        "normalized_objective", "nonprivate_objective", "trivial_objective", "n", "d", "k", "eps",
+        "encoder", "encode_seconds", "decode_seconds", "peak_rss_mb", "centers",
+    }
+    assert out["n"] == 3000 and len(out["centers"]) == 2
+
+
+def test_bench_smoke_writes_table_json_and_plots(tmp_path, capsys):
+    rc = main(["bench", "--smoke", "--out", str(tmp_path), "--data-dir", str(tmp_path / "none")])
+    assert rc == 0
+    assert (tmp_path / "results.md").exists()
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["rows"] and data["oracle"]
+    assert (tmp_path / "objective_vs_n.png").exists()
+    assert "skipped" in capsys.readouterr().out
+
+
+def test_perf_smoke_reports_how_it_was_run(tmp_path, capsys):
+    assert main(["bench", "--perf", "--smoke", "--out", str(tmp_path)]) == 0
+    line = (tmp_path / "perf.txt").read_text()
+    assert "n=2000 d=100 k=8 eps=4" in line and "peak RSS" in line
+
+
+def test_shuffle_bench_smoke_compares_the_three_variants(tmp_path, capsys):
+    assert main(["bench", "--model", "shuffle", "--smoke", "--out", str(tmp_path), "--data-dir", str(tmp_path / "none")]) == 0
+    out = capsys.readouterr().out
+    assert "delta=1e-06" in out and "machine:" in out
+    for variant in ("local ", "shuffle ", "shuffle+refine "):
+        assert variant in out
+
+
+def test_sketch_bench_smoke_runs_every_variant(tmp_path, capsys):
+    assert main(["bench", "--encoder", "sketch", "--smoke", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "machine:" in out and "m = 10 k d" in out
+    for variant in ("non-private shoal", "local L=1 ", "local L=100 ", "local L=3000 ", "shuffle (secure sum)"):
+        assert variant in out
+    rel = {line.split()[1] + line.split()[2]: float(line.split("rel_SSE=")[1].split()[0])
+           for line in out.splitlines() if "rel_SSE=" in line}
+    assert rel["localL=1"] < rel["localL=3000"]  # one curator-sized device beats 3000 one-record devices
+
+
+@pytest.mark.parametrize(("env", "needle"), [
+    ({"SHOAL_MAX_BATCH": "lots"}, "SHOAL_MAX_BATCH='lots' is not an integer"),
+    ({"SHOAL_BODY_SECONDS": "soon"}, "SHOAL_BODY_SECONDS='soon' is not a number"),
+    ({"SHOAL_OPERATOR_TOKEN": "short-secret"}, "SHOAL_OPERATOR_TOKEN is too short"),
+])
+def test_the_server_refuses_a_bad_setting_in_one_line(tmp_path, env, needle):
+    base = dict(os.environ, SHOAL_OPERATOR_TOKEN="op-" + "x" * 20, SHOAL_SHUFFLER_TOKEN="sh-" + "y" * 20,
+                SHOAL_KEY_PATH=str(tmp_path / "key.pem"))
+    out = subprocess.run([sys.executable, "-m", "shoal.common.cli", "server", "--port", "0", "--db",
+                          f"sqlite:///{tmp_path / 's.db'}"], env=base | env, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 2
+    assert needle in out.stderr and "Traceback" not in out.stderr
+    assert "short-secret" not in out.stderr

@@ -1,0 +1,84 @@
+"""Issue 13: every user mistake is a 4xx that names the problem, never a 500.
+In-process (the HTTP edge and the service); the socket-level keep-alive check
+is at the end, against a real server."""
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from shoal.common.errors import ConfigError
+from shoal.server.edge.app import create_app
+from shoal.server.edge.settings import Settings
+
+OP = "o" * 20
+BASE = {"k": 2, "dim": 3, "epsilon": 2.0, "n_expected": 1000}
+
+
+@pytest.fixture
+def client(tmp_path):
+    app = create_app(Settings(db_url=f"sqlite:///{tmp_path}/s.db", key_path=f"{tmp_path}/k.pem",
+                              operator_token=OP, shuffler_token="s" * 20))
+    with TestClient(app, raise_server_exceptions=False) as c:
+        yield c
+
+
+def _create(client, **change):
+    return client.post("/rounds", json=BASE | change, headers={"Authorization": f"Bearer {OP}"})
+
+
+@pytest.mark.parametrize(("change", "needle"), [
+    ({"epsilon": 1e-300}, "greater than or equal to 0.001"),
+    ({"tuning": {"bogus": 1}}, "tuning.bogus: unknown key"),
+    ({"encoder": "sketch", "tuning": {"m": 5}}, "tuning.m: unknown key"),
+    ({"tuning": {"levels": 3.5}}, "tuning.levels: Input should be a valid integer"),
+    ({"tuning": {"levels": "3"}}, "tuning.levels: Input should be a valid integer"),
+    ({"tuning": {"levels": 41}}, "tuning.levels: Input should be less than or equal to 40"),
+    ({"tuning": {"root_share": 0}}, "tuning.root_share: Input should be greater than 0"),
+    ({"tuning": {"tree": {"b": 1}}}, "tuning.tree.b: unknown key"),
+    ({"tuning": {"tree": {"a": 1.5}}}, "tuning.tree.a: Input should be a valid integer"),
+    ({"tuning": {"amplification_bound": "magic"}}, "tuning.amplification_bound"),
+    ({"encoder": "sketch", "tuning": {"restarts": 0}}, "tuning.restarts"),
+])
+def test_each_invalid_round_parameter_is_a_422_naming_it(client, change, needle):
+    r = _create(client, **change)
+    assert r.status_code == 422, r.text
+    assert needle in r.text
+
+
+def test_a_round_over_the_decode_memory_budget_is_refused_with_the_memory_it_needs(client):
+    r = _create(client, k=1000, dim=10_000, epsilon=8.0, n_expected=10**6)
+    assert r.status_code == 422
+    assert "would need about" in r.text and "GiB" in r.text and "SHOAL_DECODE_MEMORY_BYTES" in r.text
+
+
+def test_tuning_overrides_that_are_valid_are_applied(client):
+    r = _create(client, tuning={"levels": 5, "tree": {"a": 3}, "seed": 7})
+    assert r.status_code == 201, r.text
+    cfg = r.json()["config"]
+    assert cfg["levels"] == 5 and cfg["tree"]["a"] == 3 and cfg["seed"] == 7
+
+
+def test_a_round_config_refuses_a_non_integer_level_count():
+    from shoal.common.tree_round import RoundConfig, derive_config
+
+    cfg = derive_config(1000, 3, 2, 2.0, seed=1)
+    fields = {f: getattr(cfg, f) for f in RoundConfig.__dataclass_fields__}
+    with pytest.raises(ConfigError, match="levels must be an integer, got 3.5"):
+        RoundConfig(**(fields | {"levels": 3.5}))
+
+
+@pytest.mark.parametrize("field", ["operator_token", "shuffler_token"])
+def test_a_short_token_is_refused_at_start_without_echoing_it(tmp_path, field):
+    kw = {"operator_token": OP, "shuffler_token": "s" * 20} | {field: "short-secret"}
+    with pytest.raises(ConfigError, match="at least 16") as exc:
+        Settings(db_url=f"sqlite:///{tmp_path}/s.db", **kw)
+    assert "short-secret" not in str(exc.value)
+
+
+def test_the_connection_stays_usable_after_user_mistakes(server):
+    with httpx.Client(base_url=server.url) as c:
+        for _ in range(20):
+            assert c.post("/rounds", json=BASE | {"tuning": {"bogus": 1}}, headers=server.op_headers()).status_code == 422
+            assert c.post("/rounds/nope/reports", json={"round_id": "nope"}).status_code == 422
+            assert c.get("/rounds/nope").status_code == 404
+            assert c.get("/healthz").status_code == 200

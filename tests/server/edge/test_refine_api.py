@@ -1,0 +1,100 @@
+"""Refine rounds over a real socket: shares in, one Lloyd step out, composed
+privacy; a missing share makes the round fail loudly."""
+
+import base64
+
+import httpx
+import numpy as np
+
+from shoal.client.encoder import encode_arrays
+from shoal.common.messages import sealed_share_parts
+from shoal.common.refine_round import contributions, refine_from_dict
+from shoal.common.secure_sum import encode_devices
+from shoal.common.tree_round import config_from_dict
+from shoal.deploy.datasets import paper_mixture
+
+
+def _done_round(server, ds):
+    body = {"k": 3, "dim": 4, "epsilon": 8.0, "n_expected": ds.points.shape[0], "encoder": "lsh"}
+    rnd = httpx.post(server.url + "/rounds", json=body, headers=server.op_headers()).json()
+    cfg = config_from_dict(rnd["config"])
+    msgs = [m.model_dump(mode="json") for m in encode_arrays(ds.points, cfg).to_messages()]
+    for lo in range(0, len(msgs), 5000):
+        assert httpx.post(server.url + f"/rounds/{rnd['id']}/reports/batch", json={"messages": msgs[lo:lo + 5000]},
+                          timeout=60).status_code == 202
+    r = httpx.post(server.url + f"/rounds/{rnd['id']}/cluster", headers=server.op_headers(), timeout=120)
+    assert r.status_code == 200, r.text
+    return rnd["id"], r.json()
+
+
+def _sealed_shares(ds, refine_round):
+    cfg = refine_from_dict(refine_round["config"])
+    key = base64.b64decode(refine_round["server_public_key"])
+    shares = encode_devices(contributions(ds.points, cfg), cfg.secure_sum, np.random.default_rng(0))
+    return [p for parts in sealed_share_parts(shares, key, refine_round["id"]) for p in parts], cfg
+
+
+def test_refine_round_takes_one_lloyd_step_with_composed_privacy(server):
+    ds = paper_mixture(3000, d=4, k=3, seed=2)
+    parent, first = _done_round(server, ds)
+    r = httpx.post(server.url + f"/rounds/{parent}/refine", headers=server.op_headers(),
+                   json={"epsilon": 1.0, "delta": 1e-7, "min_devices": 1000})
+    assert r.status_code == 201, r.text
+    ref = r.json()
+    # A second refine round on the same parent (never filled): its budget counts too.
+    r2 = httpx.post(server.url + f"/rounds/{parent}/refine", headers=server.op_headers(),
+                    json={"epsilon": 0.5, "delta": 1e-8, "min_devices": 1000})
+    assert r2.status_code == 201, r2.text
+    sealed, cfg = _sealed_shares(ds, ref)
+    shuffler = {"Authorization": f"Bearer {server.shuffler}"}
+    rng = np.random.default_rng(1)
+    sealed = [sealed[i] for i in rng.permutation(len(sealed))]
+    for lo in range(0, len(sealed), 5000):
+        assert httpx.post(server.url + f"/rounds/{ref['id']}/shuffled", json={"sealed": sealed[lo:lo + 5000]},
+                          headers=shuffler, timeout=60).status_code == 202
+    r = httpx.post(server.url + f"/rounds/{ref['id']}/cluster", headers=server.op_headers(), timeout=120)
+    assert r.status_code == 200, r.text
+    res = r.json()
+    assert res["diagnostics"]["devices"] == 3000
+    # The refined centers are the means of the parent's Voronoi cells, up to the noise.
+    ball = ds.bound.to_ball(ds.points)
+    c0 = cfg.center_array
+    lab = np.argmin(((ball[:, None] - c0[None]) ** 2).sum(-1), axis=1)
+    lloyd = np.array([ball[lab == j].mean(0) for j in range(3)])
+    assert np.abs(np.array(res["ball_centers"]) - lloyd).max() < 0.05
+    pr = res["privacy"]
+    assert pr["central_epsilon"] == first["privacy"]["central_epsilon"] + 1.0 + 0.5
+    assert pr["delta"] == 1e-7 + 1e-8 and pr["device_epsilon"] is None
+    assert len(pr["rounds"]) == 3 and "not collude" in pr["guarantees"][0]["words"]
+    # A refine round takes no direct reports.
+    r = httpx.post(server.url + f"/rounds/{ref['id']}/reports", json={})
+    assert r.status_code in (409, 422)
+
+
+def test_a_refine_round_with_a_missing_share_fails_loudly(server):
+    ds = paper_mixture(1200, d=4, k=3, seed=3)
+    parent, _ = _done_round(server, ds)
+    ref = httpx.post(server.url + f"/rounds/{parent}/refine", headers=server.op_headers(),
+                     json={"epsilon": 1.0, "delta": 1e-7, "min_devices": 1000}).json()
+    sealed, _ = _sealed_shares(ds, ref)
+    shuffler = {"Authorization": f"Bearer {server.shuffler}"}
+    kept = sealed[1:]  # the shuffler lost one share
+    for lo in range(0, len(kept), 5000):
+        assert httpx.post(server.url + f"/rounds/{ref['id']}/shuffled", json={"sealed": kept[lo:lo + 5000]},
+                          headers=shuffler, timeout=60).status_code == 202
+    r = httpx.post(server.url + f"/rounds/{ref['id']}/cluster", headers=server.op_headers(), timeout=120)
+    assert r.status_code == 409 and "missing" in r.json()["detail"]
+    state = httpx.get(server.url + f"/rounds/{ref['id']}").json()
+    assert state["state"] == "failed" and "SecureSumError" in state["error"]
+    assert httpx.get(server.url + f"/rounds/{ref['id']}/result").status_code == 409
+
+
+def test_refine_needs_a_done_parent_and_the_operator(server):
+    body = {"k": 3, "dim": 4, "epsilon": 8.0, "n_expected": 1000, "encoder": "lsh"}
+    rnd = httpx.post(server.url + "/rounds", json=body, headers=server.op_headers()).json()
+    ask = {"epsilon": 1.0, "delta": 1e-7, "min_devices": 100}
+    assert httpx.post(server.url + f"/rounds/{rnd['id']}/refine", json=ask).status_code in (401, 403)
+    r = httpx.post(server.url + f"/rounds/{rnd['id']}/refine", json=ask, headers=server.op_headers())
+    assert r.status_code == 409 and "state done" in r.text
+    r = httpx.post(server.url + f"/rounds/{rnd['id']}/refine", json=ask | {"min_devices": 3}, headers=server.op_headers())
+    assert r.status_code == 422

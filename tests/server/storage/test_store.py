@@ -1,0 +1,189 @@
+"""Stores: SQLite always; PostgreSQL against the real server on 127.0.0.1:5432."""
+
+import json
+
+import numpy as np
+import pytest
+from tests_helpers import pg_schema
+
+from shoal.client.encoder import encode_arrays
+from shoal.common.messages import new_message_id
+from shoal.common.tree_round import config_to_dict, derive_config
+from shoal.server.storage.postgres import PostgresStore
+from shoal.server.storage.sqlite import SQLiteStore
+from shoal.server.storage.store import StoreError, open_store
+
+
+def _pg_store():
+    with pg_schema() as url:
+        store = PostgresStore(url)
+        yield store
+        store._conn.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request, tmp_path):
+    if request.param == "sqlite":
+        yield SQLiteStore(str(tmp_path / "s.db"))
+    else:
+        yield from _pg_store()
+
+
+def _batch(n=50):
+    cfg = derive_config(1000, 4, 2, 2.0, seed=1)
+    return cfg, encode_arrays(np.random.default_rng(0).uniform(-0.4, 0.4, (n, 4)), cfg)
+
+
+def test_reports_round_trip_exactly(store):
+    cfg, batch = _batch()
+    store.create_round("r1", config_to_dict(cfg))
+    ids = [new_message_id() for _ in range(len(batch))]
+    assert store.add_reports("r1", ids, batch) == len(batch)
+    back = store.load_reports("r1", cfg.dim)
+    order = np.argsort(ids)
+    assert np.array_equal(back.hist_bucket, batch.hist_bucket[order])
+    assert np.array_equal(back.vec, batch.vec[order])
+
+
+def test_a_repeated_message_id_is_stored_once(store):
+    cfg, batch = _batch(10)
+    store.create_round("r1", config_to_dict(cfg))
+    ids = [new_message_id() for _ in range(10)]
+    assert store.add_reports("r1", ids, batch) == 10
+    assert store.add_reports("r1", ids, batch) == 0
+    assert store.count_reports("r1") == 10
+
+
+def test_round_state_and_deletion(store):
+    cfg, batch = _batch(5)
+    store.create_round("r1", config_to_dict(cfg))
+    assert store.get_round("r1").state == "open"
+    store.set_state("r1", "done", result={"centers": [[0.0]]})
+    row = store.get_round("r1")
+    assert row.state == "done" and row.result == {"centers": [[0.0]]}
+    store.delete_round("r1")
+    with pytest.raises(StoreError, match="unknown round"):
+        store.get_round("r1")
+
+
+def test_rejects_unknown_state(store):
+    with pytest.raises(StoreError, match="state"):
+        store.set_state("r1", "running")
+
+
+def test_sqlite_is_in_wal_mode(tmp_path):
+    s = SQLiteStore(str(tmp_path / "w.db"))
+    assert s._execute("PRAGMA journal_mode")[0][0] == "wal"
+
+
+def test_open_store_rejects_unknown_schemes():
+    with pytest.raises(StoreError, match="unsupported"):
+        open_store("mysql://x")
+
+
+def test_payload_rows_round_trip_exactly_and_once(store):
+    """Local sketches (float64) and secure-sum shares (uint64) as fixed-width rows."""
+    store.create_round("s", {"kind": "sketch"})
+    rows = np.random.default_rng(0).normal(size=(5, 7))
+    ids = [new_message_id() for _ in range(5)]
+    assert store.add_payloads("s", ids, rows) == 5
+    assert store.add_payloads("s", ids[:2], rows[:2]) == 0
+    back = store.load_payloads("s", 7, np.float64)
+    assert back.shape == (5, 7) and sorted(map(tuple, back)) == sorted(map(tuple, rows))
+    store.create_round("q", {"kind": "refine"})
+    shares = np.array([[2**63 + 5, 1, 0]], dtype=np.uint64)
+    assert store.add_payloads("q", [new_message_id()], shares) == 1
+    assert np.array_equal(store.load_payloads("q", 3, np.uint64), shares)
+    with pytest.raises(StoreError, match="width"):
+        store.load_payloads("s", 6, np.float64)
+
+
+def test_a_live_decode_lease_excludes_others_and_an_expired_one_is_taken_over(store):
+    cfg, _ = _batch()
+    store.create_round("r1", config_to_dict(cfg))
+    assert store.take_lease("r1", "a", until=110.0, now=100.0)
+    assert not store.take_lease("r1", "b", until=120.0, now=105.0)  # a's lease is live
+    assert not store.delete_round("r1", now=105.0)
+    assert store.take_lease("r1", "b", until=130.0, now=111.0)  # expired: b takes over
+    assert not store.renew_lease("r1", "a", until=200.0)
+    assert not store.end_lease("r1", "a", "done", result={"x": 1})  # a lost it: nothing written
+    assert store.get_round("r1").state == "decoding" and store.get_round("r1").result is None
+    assert store.end_lease("r1", "b", "done", result={"x": 2})
+    row = store.get_round("r1")
+    assert row.state == "done" and row.result == {"x": 2} and store.leases() == []
+
+
+def test_a_stranded_lease_is_freed_back_to_closed_only_for_its_holder(store):
+    cfg, _ = _batch()
+    store.create_round("r1", config_to_dict(cfg))
+    assert store.take_lease("r1", "gone", until=1.0, now=0.0)
+    assert store.leases() == [("r1", "gone", 1.0)]
+    assert not store.free_lease("r1", "someone-else")
+    assert store.free_lease("r1", "gone")
+    row = store.get_round("r1")
+    assert row.state == "closed" and "interrupted" in (row.error or "")
+
+
+def test_a_store_made_before_issue_13_is_migrated_with_every_report(tmp_path):
+    """Old schema: rounds without lease/seq columns, reports as seven columns
+    keyed by hex strings. Opening it moves every report into report_rows."""
+    import sqlite3
+
+    cfg, batch = _batch(30)
+    ids = [new_message_id() for _ in range(len(batch))]
+    path = str(tmp_path / "old.db")
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE rounds (id TEXT PRIMARY KEY, config TEXT NOT NULL, state TEXT NOT NULL, "
+                "created DOUBLE PRECISION NOT NULL, result TEXT, error TEXT)")
+    con.execute("CREATE TABLE reports (round_id TEXT NOT NULL, message_id TEXT NOT NULL, hist_level INTEGER NOT NULL, "
+                "hist_seed INTEGER NOT NULL, hist_bucket INTEGER NOT NULL, vec_level INTEGER NOT NULL, "
+                "vec_row INTEGER NOT NULL, vec BLOB NOT NULL, PRIMARY KEY (round_id, message_id))")
+    con.execute("INSERT INTO rounds VALUES ('t', ?, 'open', 1.0, NULL, NULL)", (json.dumps(config_to_dict(cfg)),))
+    con.execute("INSERT INTO rounds VALUES ('p', '{}', 'open', 2.0, NULL, NULL)")
+    for i, mid in enumerate(ids):
+        pair = np.array([batch.vec_nonce[i], batch.vec_index[i]], dtype="<u8").tobytes()
+        con.execute("INSERT INTO reports VALUES ('t', ?, ?, ?, ?, ?, ?, ?)",
+                    (mid, int(batch.hist_level[i]), int(batch.hist_seed[i]), int(batch.hist_bucket[i]),
+                     int(batch.vec_level[i]), int(batch.vec_row[i]), pair))
+    share = np.array([7, 2**63 + 1], dtype="<u8").tobytes()
+    con.execute("INSERT INTO reports VALUES ('p', ?, -1, 0, 0, -1, 0, ?)", (new_message_id(), share))
+    con.commit()
+    con.close()
+    store = SQLiteStore(path)
+    back = store.load_reports("t", cfg.dim)
+    order = np.argsort(ids)
+    for name in ("hist_level", "hist_seed", "hist_bucket", "vec_level", "vec_row", "vec_nonce", "vec_index"):
+        assert np.array_equal(getattr(back, name), getattr(batch, name)[order]), name
+    assert np.array_equal(store.load_payloads("p", 2, np.uint64), [[7, 2**63 + 1]])
+    assert store.message_ids("t") == sorted(ids)
+    assert store.take_lease("t", "h", until=2.0, now=1.0)
+    store.create_round("new", {"a": 1})
+    assert store.count_reports("new") == 0
+
+
+def test_retention_deletes_the_reports_of_old_done_rounds_and_keeps_results(store):
+    cfg, batch = _batch()
+    for rid in ("old", "new", "open"):
+        store.create_round(rid, config_to_dict(cfg))
+        store.add_reports(rid, [new_message_id() for _ in range(len(batch))], batch)
+    store.set_state("old", "done", result={"centers": [[0.0]]})
+    store.set_state("new", "done", result={"centers": [[1.0]]})
+    created_new = store.get_round("new").created
+    assert store.purge_reports(before=created_new) == ["old"]
+    assert store.count_reports("old") == 0 and store.get_round("old").result == {"centers": [[0.0]]}
+    assert store.count_reports("new") == len(batch) and store.count_reports("open") == len(batch)
+
+
+def test_deleting_a_round_gives_its_pages_back_to_the_file_system(tmp_path):
+    import os
+
+    store = SQLiteStore(str(tmp_path / "s.db"))
+    cfg, batch = _batch(4000)
+    store.create_round("r1", config_to_dict(cfg))
+    for _ in range(5):
+        store.add_reports("r1", [new_message_id() for _ in range(len(batch))], batch)
+    store._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    full = os.path.getsize(tmp_path / "s.db")
+    store.delete_round("r1")
+    store._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert os.path.getsize(tmp_path / "s.db") < full / 4
