@@ -1,16 +1,20 @@
 """The one-round device encoder (seed 004, Alg. 3; Sec. 5 for lsh).
 
 A device maps its raw point into the unit ball with the round's public
-bound, computes its path through the round's node space, and sends
+bound. With probability root_share it is a root device and sends only a
+root report: codebook PrivUnit (``privunit.py``: a nonce and the index of
+one public candidate direction) of its ball point at the full epsilon, at
+level 0 (the round's private mean). Every other device computes its path
+through the round's node space and sends
 - a histogram report: OLH (``local_hashing.py``) on its node at a level
   drawn uniformly from 1..T, with an OLH seed drawn from the public pool;
-- a vector report: codebook PrivUnit (``privunit.py``: a nonce and the
-  index of one public candidate direction) of its ball point multiplied
-  by H[r, c(node)], the Hadamard sign of its node's column c at a level drawn
-  from 0..T (0 with probability root_share) and a uniform row r.
-Levels, seed indices and rows are drawn independently of the point, so only
-the randomisers' outputs depend on it; the sign binding costs no privacy
-because PrivUnit is eps-DP for *every* pair of inputs in the ball.
+- a vector report: codebook PrivUnit at eps_vec of its ball point
+  multiplied by H[r, c(node)], the Hadamard sign of its node's column c at
+  a level drawn from 1..T and a uniform row r.
+The root choice, levels, seed indices and rows are drawn independently of
+the point, so only the randomisers' outputs depend on it; the sign binding
+costs no privacy because PrivUnit is eps-DP for *every* pair of inputs in
+the ball.
 
 Everything is vectorised over devices: ``encode_arrays`` is the hot path;
 ``encode``/``encode_batch`` give wire messages. ``encode_arrays(...,
@@ -69,37 +73,44 @@ def encode_arrays(
             out[sel] = space.keys(int(j), paths[int(j)][sel])
         return out
 
+    # Root devices: a Bernoulli(root_share) draw from the device's own randomness.
+    root = rng.random(n) < config.root_share if config.root_share < 1 else np.ones(n, dtype=bool)
+    tree = ~root
     hist_level = np.full(n, -1, dtype=np.int64)
     hist_seed = np.zeros(n, dtype=np.int64)
     hist_bucket = np.zeros(n, dtype=np.int64)
     hp = config.hist_params
     if hp is not None:
-        hist_level = rng.integers(1, t + 1, size=n)
-        hist_seed = rng.integers(0, hp.pool, size=n)
-        true_bucket = bucket_hash(public.hist_seeds[hist_seed], keys_at(hist_level), hp.buckets)
-        hist_bucket = randomise_buckets(true_bucket, hp, rng)
+        m = int(tree.sum())
+        hist_level[tree] = rng.integers(1, t + 1, size=m)
+        hist_seed[tree] = rng.integers(0, hp.pool, size=m)
+        true_bucket = bucket_hash(public.hist_seeds[hist_seed[tree]], keys_at(hist_level)[tree], hp.buckets)
+        hist_bucket[tree] = randomise_buckets(true_bucket, hp, rng)
 
     vec_level = np.full(n, -1, dtype=np.int64)
     vec_row = np.zeros(n, dtype=np.int64)
     vec_nonce = np.zeros(n, dtype=np.uint64)
     vec_index = np.full(n, -1, dtype=np.int64)
-    vec = np.zeros((n, 0))
-    vp = config.vec_params
-    if vp is not None:
-        vec_level = np.zeros(n, dtype=np.int64)
-        if t > 0:
-            deep = rng.random(n) >= config.root_share
-            vec_level[deep] = rng.integers(1, t + 1, size=int(deep.sum()))
-        vec_row = rng.integers(0, 1 << config.vec_columns_log2, size=n)
-        if t > 0:
-            cols = _column(keys_at(vec_level), config.vec_columns_log2)
-        else:
-            cols = _column(space.keys(0, space.root()), config.vec_columns_log2).repeat(n)
-        sign = hadamard_sign(vec_row, cols)
-        if wire:
-            vec_nonce, vec_index = select(x * sign[:, None], vp, public.vec_key, rng)
-        else:
-            vec = sample_decoded(x * sign[:, None], vp, rng)
+    vp, rp = config.vec_params, config.root_params
+    sends = (root if rp is not None else np.zeros(n, dtype=bool)) | (tree if vp is not None else np.zeros(n, dtype=bool))
+    vec = np.zeros((n, config.dim)) if (not wire and np.any(sends)) else np.zeros((n, 0))
+    if np.any(sends):
+        vec_level[root] = 0
+        if vp is not None and t > 0:
+            vec_level[tree] = rng.integers(1, t + 1, size=int(tree.sum()))
+        vec_row[sends] = rng.integers(0, 1 << config.vec_columns_log2, size=int(sends.sum()))
+        cols = np.zeros(n, dtype=np.int64)
+        cols[root] = _column(space.keys(0, space.root()), config.vec_columns_log2)[0]
+        if vp is not None and t > 0:
+            cols[tree] = _column(keys_at(np.maximum(vec_level, 0)), config.vec_columns_log2)[tree]
+        signed = x * hadamard_sign(vec_row, cols)[:, None]
+        for sel, params in ((root, rp), (tree, vp)):
+            if params is None or not np.any(sel):
+                continue
+            if wire:
+                vec_nonce[sel], vec_index[sel] = select(signed[sel], params, public.vec_key, rng)
+            else:
+                vec[sel] = sample_decoded(signed[sel], params, rng)
     return ReportBatch(
         config.round_id, hist_level, hist_seed, hist_bucket, vec_level, vec_row, vec,
         vec_nonce, vec_index,

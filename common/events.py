@@ -72,6 +72,25 @@ class ComposedEvent:
 
 
 @dataclass(frozen=True)
+class ChoiceEvent:
+    """A device runs exactly one of ``options``, picked with ``probabilities``
+    from OS randomness, independently of its data (for instance: a root
+    report at the full epsilon, or the tree's reports). For any output y,
+    P(y | x) = sum_i p_i P_i(y | x) <= e^eps sum_i p_i P_i(y | x') with eps
+    the largest option's epsilon: the choice itself reveals nothing."""
+
+    options: tuple[object, ...]
+    probabilities: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.options) != len(self.probabilities) or not self.options:
+            raise PrivacyError(f"a choice needs one probability per option, got {len(self.options)} options "
+                               f"and {len(self.probabilities)} probabilities")
+        if any(not 0 <= p <= 1 for p in self.probabilities) or abs(math.fsum(self.probabilities) - 1) > 1e-9:
+            raise PrivacyError(f"choice probabilities must be in [0, 1] and sum to 1, got {self.probabilities}")
+
+
+@dataclass(frozen=True)
 class ShuffledEvent:
     """Every device's message (``local``) shuffled among at least ``messages``
     others before the server sees it; central (eps, delta) by the named
@@ -109,6 +128,8 @@ def local_epsilon(event: object) -> float:
     """The pure eps-LDP guarantee of ``event`` (basic composition for tuples)."""
     if isinstance(event, ComposedEvent):
         return math.fsum(local_epsilon(e) for e in event.events)
+    if isinstance(event, ChoiceEvent):
+        return max(local_epsilon(e) for e, p in zip(event.options, event.probabilities, strict=True) if p > 0)
     if isinstance(event, ShuffledEvent):
         return local_epsilon(event.local)  # what the server learns if the shuffler colludes
     if isinstance(event, SecureSumEvent):

@@ -135,18 +135,20 @@ class ReportBatch:
 
     def vectors(self, config: RoundConfig) -> NDArray[np.float64]:
         """The decoded vector reports (n, d): zero rows where none was sent."""
-        vp = config.vec_params
         n = len(self)
-        if vp is None:
+        if config.vec_params is None and config.root_params is None:
             return np.zeros((n, 0))
         if self.vec.shape == (n, config.dim):
             return self.vec
         out = np.zeros((n, config.dim))
-        has = self.vec_level >= 0
-        if np.any(self.vec_index[has] < 0):
+        if np.any(self.vec_index[self.vec_level >= 0] < 0):
             raise ReportError("vector reports carry neither codebook indices nor decoded vectors")
         key = PublicRandomness.from_config(config).vec_key
-        out[has] = decode(self.vec_nonce[has], self.vec_index[has], vp, key)
+        for root in (True, False):
+            has = (self.vec_level == 0) if root else (self.vec_level > 0)
+            params = config.root_params if root else config.vec_params
+            if params is not None and np.any(has):
+                out[has] = decode(self.vec_nonce[has], self.vec_index[has], params, key)
         return out
 
     def validate(self, config: RoundConfig) -> None:
@@ -157,12 +159,23 @@ class ReportBatch:
                 raise ReportError(f"{name} has shape {getattr(self, name).shape}, expected ({n},)")
         has_h = self.hist_level >= 0
         has_v = self.vec_level >= 0
+        root = has_v & (self.vec_level == 0)
+        tree = ~root
         # A device sends every report its round kind requires (issue 13: 200,000
-        # empty messages were counted as devices and inflated published sizes).
-        if config.hist_params is not None and not np.all(has_h):
-            raise ReportError(f"{int(np.sum(~has_h))} message(s) carry no hist report; this round needs one in every message")
-        if config.vec_params is not None and not np.all(has_v):
-            raise ReportError(f"{int(np.sum(~has_v))} message(s) carry no vec report; this round needs one in every message")
+        # empty messages were counted as devices and inflated published sizes):
+        # a root device its root report alone, every other device the tree's.
+        if config.root_params is None and np.any(root):
+            raise ReportError("this round takes no root (level-0) vector reports")
+        if np.any(root & has_h):
+            raise ReportError(f"{int(np.sum(root & has_h))} message(s) carry a root report and a hist report; "
+                              "a root device sends its root report alone")
+        if config.levels == 0 and np.any(tree):
+            raise ReportError(f"{int(np.sum(tree))} message(s) carry no root report; this mean-only round needs one in every message")
+        if config.hist_params is not None and np.any(tree & ~has_h):
+            raise ReportError(f"{int(np.sum(tree & ~has_h))} message(s) carry neither a root report nor a hist report; "
+                              "this round needs one of them in every message")
+        if config.vec_params is not None and np.any(tree & ~has_v):
+            raise ReportError(f"{int(np.sum(tree & ~has_v))} message(s) carry no vec report; this round needs one in every tree message")
         if config.hist_params is None and np.any(has_h):
             raise ReportError("this round takes no histogram reports")
         if np.any(has_h & ((self.hist_level < 1) | (self.hist_level > config.levels))):
@@ -171,8 +184,8 @@ class ReportBatch:
             raise ReportError(f"histogram seed index outside 0..{config.hist_pool - 1}")
         if np.any(has_h & ((self.hist_bucket < 0) | (self.hist_bucket >= config.hist_buckets))):
             raise ReportError(f"histogram bucket outside 0..{config.hist_buckets - 1}")
-        if config.vec_params is None and np.any(has_v):
-            raise ReportError("this round takes no vector reports")
+        if config.vec_params is None and np.any(has_v & ~root):
+            raise ReportError("this round takes no vector reports below the root")
         if np.any(has_v & (self.vec_level > config.levels)):
             raise ReportError(f"vector level outside 0..{config.levels}")
         m = 1 << config.vec_columns_log2
@@ -180,12 +193,13 @@ class ReportBatch:
             raise ReportError(f"vector row outside 0..{m - 1}")
         if self.vec_nonce.shape != (n,) or self.vec_index.shape != (n,):
             raise ReportError(f"codebook columns have shapes {self.vec_nonce.shape}, {self.vec_index.shape}, expected ({n},)")
-        vp = config.vec_params
-        if vp is not None and self.vec.shape == (n, config.dim):
+        if self.vec.shape == (n, config.dim):
             if not np.all(np.isfinite(self.vec)):
                 raise ReportError("vectors contain NaN or infinite values")
-        elif vp is not None and np.any(has_v & ((self.vec_index < 0) | (self.vec_index >= vp.candidates))):
-            raise ReportError(f"vector index outside 0..{vp.candidates - 1}")
+            return
+        for sel, params in ((root, config.root_params), (has_v & ~root, config.vec_params)):
+            if params is not None and np.any(sel & ((self.vec_index < 0) | (self.vec_index >= params.candidates))):
+                raise ReportError(f"vector index outside 0..{params.candidates - 1}")
 
     def to_messages(self) -> list[DeviceMessage]:
         """The wire form, one message per device (with fresh message ids)."""

@@ -72,6 +72,16 @@ class LatticeNet:
             return np.zeros((coords.shape[0], self.dim))
         return self.shifts[level] + float(lattice_spacing(level)) * coords
 
+    def rounding_sd(self, level: int) -> float:
+        """Standard deviation, along any direction, of a point's offset from its
+        level node's position over the public random shifts: each step of
+        ``paths`` rounds to a lattice of spacing s_i shifted uniformly at
+        random, an offset uniform on the cell (mean 0, variance s_i^2 / 12 per
+        direction), independently per level. Level 0 (the origin): the ball's radius."""
+        if level == 0:
+            return 1.0
+        return float(np.sqrt(sum(float(lattice_spacing(i)) ** 2 / 12 for i in range(level, self.levels + 1))))
+
     def paths(self, ball_points: NDArray[np.float64]) -> list[Coords]:
         y = self.project(ball_points)
         n = y.shape[0]

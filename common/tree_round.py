@@ -20,7 +20,13 @@ from typing import Any, Literal
 from shoal.common.accounting import BOUNDS, closed_form_epsilon, max_local_epsilon, numerical_delta
 from shoal.common.bounds import PublicBound, bound_from_dict, bound_to_dict
 from shoal.common.errors import ConfigError, PrivacyError
-from shoal.common.events import ComposedEvent, NoReportEvent, ShuffledEvent, local_epsilon
+from shoal.common.events import (
+    ChoiceEvent,
+    ComposedEvent,
+    NoReportEvent,
+    ShuffledEvent,
+    local_epsilon,
+)
 from shoal.common.kinds import ConfigKind, Mixing
 from shoal.common.local_hashing import LocalHashingParams, optimal_buckets
 from shoal.common.privunit import PrivUnitParams
@@ -65,11 +71,17 @@ class TreeParams:
 class RoundConfig:
     """A round's public parameters. Validated on construction; never mutated.
 
-    Budget: each device sends a histogram report (OLH at ``eps_hist`` on its
-    node at one of levels 1..T) and a vector report (PrivUnit at ``eps_vec``
-    on its point signed by its node's Hadamard column at one of levels
-    0..T, level 0 with probability ``root_share``). Basic composition gives
-    eps_hist + eps_vec <= epsilon. A zero share means that report is not sent.
+    Budget: a device is a *root* device with probability ``root_share``
+    (drawn from OS randomness, independent of its data) and sends one
+    PrivUnit report of its point at the full ``epsilon`` at level 0 (the
+    round's private mean: the fallback answer and the shrinkage target).
+    Every other device sends the tree's reports: a histogram report (OLH at
+    ``eps_hist`` on its node at one of levels 1..T) and a vector report
+    (PrivUnit at ``eps_vec`` on its point signed by its node's Hadamard
+    column at one of levels 1..T). Basic composition gives eps_hist +
+    eps_vec <= epsilon; the choice costs nothing (``events.ChoiceEvent``).
+    A zero share or epsilon means that report is not sent; ``levels = 0``
+    makes every device a root device (a mean-only round).
     """
 
     k: int
@@ -91,6 +103,8 @@ class RoundConfig:
     delta: float = 0.0
     vec_candidates: int = 0
     vec_cap: int = 0
+    root_candidates: int = 0
+    root_cap: int = 0
     tree: TreeParams = field(default_factory=TreeParams)
     central_epsilon: float = 0.0
     min_batch: int = 0
@@ -109,7 +123,7 @@ class RoundConfig:
         if self.model not in MODELS:
             raise ConfigError(f"model must be one of {MODELS}, got {self.model!r}")
         for name in ("k", "dim", "levels", "proj_dim", "hist_buckets", "hist_pool", "vec_columns_log2", "seed",
-                     "n_expected", "vec_candidates", "vec_cap", "min_batch"):
+                     "n_expected", "vec_candidates", "vec_cap", "root_candidates", "root_cap", "min_batch"):
             v = getattr(self, name)
             if not isinstance(v, numbers.Integral) or isinstance(v, bool):
                 raise ConfigError(f"{name} must be an integer, got {v!r}")
@@ -133,18 +147,28 @@ class RoundConfig:
             raise ConfigError(f"levels={self.levels} needs eps_hist > 0 to build a tree")
         if self.eps_vec > 0 and self.dim < 2:
             raise ConfigError("the vector report needs dim >= 2")
-        if self.levels == 0 and self.eps_vec <= 0:
-            raise ConfigError("levels=0 leaves only the mean: eps_vec must be > 0")
+        if self.levels == 0 and (self.eps_vec or self.eps_hist):
+            raise ConfigError(f"levels=0 is a mean-only round: every device sends the root report, so eps_hist and "
+                              f"eps_vec must be 0, got {self.eps_hist} and {self.eps_vec}")
         if self.eps_vec > 0:
             self.vec_params  # noqa: B018 -- builds and checks the codebook's exact ratio
         elif self.vec_candidates or self.vec_cap:
             raise ConfigError(
                 f"vec_candidates={self.vec_candidates} and vec_cap={self.vec_cap} need eps_vec > 0"
             )
-        if not 0 < self.root_share <= 1:
-            raise ConfigError(f"root_share must be in (0, 1], got {self.root_share}")
-        if self.levels == 0 and self.root_share != 1:
-            raise ConfigError(f"levels=0 needs root_share=1, got {self.root_share}")
+        if not (math.isfinite(self.root_share) and 0 <= self.root_share <= 1):
+            raise ConfigError(f"root_share must be in [0, 1], got {self.root_share}")
+        if (self.levels == 0) != (self.root_share == 1):
+            raise ConfigError(f"root_share=1 (every device sends only the mean report) exactly when levels=0, got "
+                              f"root_share={self.root_share} with levels={self.levels}")
+        if self.root_share > 0 and self.dim < 2:
+            raise ConfigError("the root report is a PrivUnit vector: it needs dim >= 2 (set root_share=0)")
+        if self.root_share > 0:
+            self.root_params  # noqa: B018 -- builds and checks the codebook's exact ratio
+        elif self.root_candidates or self.root_cap:
+            raise ConfigError(
+                f"root_candidates={self.root_candidates} and root_cap={self.root_cap} need root_share > 0"
+            )
         if not 2 <= self.hist_buckets <= 1 << 20:
             raise ConfigError(f"hist_buckets must be in [2, 2^20], got {self.hist_buckets}")
         if not 1 <= self.hist_pool <= 1 << 16:
@@ -193,6 +217,26 @@ class RoundConfig:
             return None
         return PrivUnitParams.calibrate(self.dim, self.eps_vec, self.vec_candidates, self.vec_cap)
 
+    @property
+    def root_params(self) -> PrivUnitParams | None:
+        """The root report's codebook PrivUnit, at the device's full epsilon."""
+        if self.root_share <= 0:
+            return None
+        return PrivUnitParams.calibrate(self.dim, self.epsilon, self.root_candidates, self.root_cap)
+
+    def level_params(self, level: int) -> PrivUnitParams | None:
+        """The PrivUnit of a vector report at ``level``: the root report's at 0."""
+        return self.root_params if level == 0 else self.vec_params
+
+    @property
+    def mean_error(self) -> float:
+        """Predicted E||mean estimate - mean||^2 (unit ball) from the root reports
+        of n_expected devices: the price of the fallback answer."""
+        rp = self.root_params
+        if rp is None:
+            return math.inf
+        return rp.expected_sq_norm / (self.root_share * self.n_expected)
+
     def _check_shuffle(self) -> None:
         """A shuffle round's claim is re-verified wherever its config is built
         (server, and every device that fetches it): the local epsilon must give
@@ -222,14 +266,17 @@ class RoundConfig:
 
     @property
     def privacy_event(self) -> ComposedEvent:
-        """The record of what one device sends; its epsilon is the round's local eps."""
-        hp, vp = self.hist_params, self.vec_params
-        return ComposedEvent(
+        """The record of what one device sends; its epsilon is the round's local eps:
+        the tree's reports (composed), or with probability root_share the root report."""
+        hp, vp, rp = self.hist_params, self.vec_params, self.root_params
+        tree = ComposedEvent(
             (
                 hp.event if hp is not None else NoReportEvent(),
                 vp.event if vp is not None else NoReportEvent(),
             )
         )
+        root = ComposedEvent((rp.event,)) if rp is not None else ComposedEvent((NoReportEvent(),))
+        return ChoiceEvent((tree, root), (1.0 - self.root_share, self.root_share))
 
     @property
     def device_epsilon(self) -> float:
@@ -244,6 +291,14 @@ class RoundConfig:
 
     def with_overrides(self, **changes: Any) -> RoundConfig:
         return replace(self, **changes)
+
+
+# Identity nettree sends no vector report up to this dimension (``derive_config``).
+LATTICE_ONLY_MAX_DIM = 2
+# The private mean's error budget (``derive_config``, root_share).
+MEAN_FACTOR = 3.0
+MIN_ROOT_SHARE = 0.05
+MAX_ROOT_SHARE = 0.25
 
 
 def duchi_mean_variance(dim: int, epsilon: float) -> float:
@@ -283,15 +338,26 @@ def derive_config(
       (seed 004, Thm. 20 takes T = 0.5 log n).
     - budget: a quarter to the histogram (half at eps <= 2, where the tree
       itself is hard to find), the rest to the vector report, whose noise
-      dominates the centers' error (DESIGN.md). Identity
-      nettree sends no vector report: positions come from the lattice.
+      dominates the centers' error (DESIGN.md). Identity nettree in d <= 3
+      sends no vector report: positions come from the lattice, whose cells
+      the tree resolves finely there (3^d children per node). Above d = 3 it
+      stays coarse (3^7 = 2187 children in d = 7) and a coarse lattice
+      point can be far from its devices: issue 15's held-out data (d = 7,
+      clipped tails) gave 1.3-1.6x the one-center cost. There it sends
+      vector reports like every other tree round.
     - if even a cluster of n/k devices could not be located within the unit
       ball's scale (predicted center error > 1), T = 0: the whole budget
       estimates the mean, which is then the best private answer.
-    - root_share (5%..20%) sizes the level-0 vector reports so that the mean
-      estimate (the fallback and the shrinkage target) is within the LDP
-      mean error plus 1e-3 of the truth where that costs at most 20% of the
-      vector reports.
+    - root_share: the fraction of devices that send only the root report
+      (PrivUnit at the full eps), sized so that the private mean (the
+      fallback answer and the shrinkage target) has at most MEAN_FACTOR
+      times the error of the eps-LDP mean of all n devices (Duchi et al.'s
+      (pi d / 2)((e^eps+1)/(e^eps-1))^2 / n): root_var / (3 duchi), within
+      [5%, 25%]. PrivUnit beats Duchi's variance at every eps, so this is
+      0.24-0.25 at eps=1 and 5-14% at eps >= 4. Issue 15: with a fifth of
+      the devices at half the budget, the fallback mean's error was ~16x the
+      LDP mean's, and on tight data (one-center cost ~0.05 in the unit
+      ball) the fallback alone was 1.3-1.6x the one-center cost.
     """
     if n_expected < 1:
         raise ConfigError(f"n_expected must be >= 1, got {n_expected}")
@@ -325,23 +391,29 @@ def derive_config(
         proj_dim = dim
         levels = logk + 10
     identity = encoder == "nettree" and proj_dim == dim
-    vec_share = float(overrides.pop("vec_share", 0.0 if identity else (0.5 if epsilon <= 2 else 0.75)))
+    lattice_only = identity and dim <= LATTICE_ONLY_MAX_DIM
+    vec_share = float(overrides.pop("vec_share", 0.0 if lattice_only else (0.5 if epsilon <= 2 else 0.75)))
     if not 0 <= vec_share <= 1:
         raise ConfigError(f"vec_share must be in [0, 1], got {vec_share}")
     if dim < 2:
         vec_share = 0.0
     eps_vec = epsilon * vec_share
     eps_hist = epsilon - eps_vec
-    root_share = 1.0
+    root_share = 0.0
+    if dim >= 2:
+        root_var = PrivUnitParams.calibrate(dim, epsilon).expected_sq_norm
+        root_share = min(MAX_ROOT_SHARE, max(MIN_ROOT_SHARE, root_var / (MEAN_FACTOR * duchi_mean_variance(dim, epsilon))))
     if eps_vec > 0:
         var_v = PrivUnitParams.calibrate(dim, eps_vec).expected_sq_norm
-        target = duchi_mean_variance(dim, epsilon) / n_expected + 1e-3
-        root_share = min(0.2, max(0.05, var_v / (n_expected * target)))
         predicted_center_error = var_v * k * k * 2 / ((1 - root_share) * n_expected)
         if predicted_center_error > 1.0 and not identity:
-            levels, eps_vec, eps_hist, root_share = 0, epsilon, 0.0, 1.0
+            levels = 0
     if eps_hist <= 0 and levels > 0:
-        levels, eps_vec, root_share = 0, epsilon, 1.0
+        levels = 0
+    if levels == 0:
+        if dim < 2:
+            raise ConfigError("a mean-only round (levels=0) needs dim >= 2: use encoder='nettree' for 1-D data")
+        eps_vec, eps_hist, root_share = 0.0, 0.0, 1.0
     per_level = n_expected / (levels + 1)
     columns_log2 = int(min(16, max(10, math.ceil(math.log2(max(per_level, 2))) + 1)))
     params: dict[str, Any] = dict(
@@ -366,6 +438,9 @@ def derive_config(
     if params["eps_vec"] > 0 and not ("vec_candidates" in overrides and "vec_cap" in overrides):
         vp = PrivUnitParams.calibrate(dim, params["eps_vec"], overrides.get("vec_candidates"))
         params["vec_candidates"], params["vec_cap"] = vp.candidates, vp.cap
+    if params["root_share"] > 0 and not ("root_candidates" in overrides and "root_cap" in overrides):
+        rp = PrivUnitParams.calibrate(dim, params["epsilon"], overrides.get("root_candidates"))
+        params["root_candidates"], params["root_cap"] = rp.candidates, rp.cap
     return RoundConfig(**params)
 
 

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from shoal.client.encoder import encode, encode_arrays
+from shoal.client.encoder import encode_arrays
 from shoal.common.errors import ReportError
 from shoal.common.hadamard import hadamard_sign
 from shoal.common.messages import DeviceMessage, ReportBatch
@@ -26,10 +26,36 @@ def test_no_report_field_but_randomiser_outputs_depends_on_the_point():
     # The randomiser outputs do differ.
     assert not np.array_equal(a.hist_bucket, b.hist_bucket)
     assert not np.array_equal(a.vec_index, b.vec_index)
-    msg = encode(x1[0], cfg).model_dump()
-    assert set(msg) == {"round_id", "message_id", "hist", "vec"}
-    assert set(msg["hist"]) == {"level", "seed_index", "bucket"}
-    assert set(msg["vec"]) == {"level", "row", "nonce", "index"}
+    msgs = [m.model_dump() for m in encode_arrays(x1[:200], cfg).to_messages()]
+    tree = next(m for m in msgs if m["hist"] is not None)
+    root = next(m for m in msgs if m["hist"] is None)
+    assert set(tree) == {"round_id", "message_id", "hist", "vec"}
+    assert set(tree["hist"]) == {"level", "seed_index", "bucket"}
+    assert set(tree["vec"]) == {"level", "row", "nonce", "index"} and tree["vec"]["level"] >= 1
+    assert root["vec"]["level"] == 0  # a root device: its root report alone
+
+
+def test_root_devices_are_a_root_share_of_all_and_send_only_the_root_report():
+    cfg = derive_config(100_000, 10, 4, 1.0, seed=5)
+    batch = encode_arrays(np.zeros((20_000, 10)), cfg, np.random.default_rng(3))
+    root = batch.vec_level == 0
+    se = np.sqrt(cfg.root_share * (1 - cfg.root_share) / 20_000)
+    assert abs(root.mean() - cfg.root_share) < 5 * se
+    assert np.all(batch.hist_level[root] == -1) and np.all(batch.hist_level[~root] >= 1)
+    assert np.all(batch.vec_level[~root] >= 1)
+
+
+def test_root_report_is_unbiased_for_the_mean():
+    cfg = derive_config(100_000, 6, 2, 1.0, seed=6, root_candidates=64)
+    x = np.tile([0.5, 0.1, 0, 0, 0, -0.2], (60_000, 1))
+    batch = encode_arrays(x, cfg, np.random.default_rng(4))
+    at = batch.vec_level == 0
+    vec = batch.vectors(cfg)[at]
+    s = hadamard_sign(batch.vec_row[at], np.zeros(int(at.sum()), dtype=np.int64) + int(
+        node_space(cfg).keys(0, node_space(cfg).root())[0] >> np.uint64(64 - cfg.vec_columns_log2)))
+    mean = (vec * s[:, None]).mean(axis=0)
+    se = np.sqrt(cfg.root_params.expected_sq_norm / cfg.dim / at.sum())
+    assert np.all(np.abs(mean - x[0]) < 5 * se)
 
 
 def test_signed_vector_report_is_unbiased_for_the_node_sum():
@@ -66,3 +92,43 @@ def test_a_simulation_batch_cannot_be_sent():
     batch = encode_arrays(np.zeros((3, 4)), cfg, wire=False)
     with pytest.raises(ReportError, match="simulation batch"):
         batch.to_messages()
+
+
+def _one_of_each(cfg):
+    batch = encode_arrays(np.zeros((200, cfg.dim)), cfg, np.random.default_rng(1))
+    root = int(np.flatnonzero(batch.vec_level == 0)[0])
+    tree = int(np.flatnonzero(batch.vec_level > 0)[0])
+    return batch, root, tree
+
+
+def test_a_root_report_sent_with_a_hist_report_is_refused():
+    cfg = derive_config(100_000, 4, 2, 2.0, seed=1)
+    batch, root, tree = _one_of_each(cfg)
+    for f in ("hist_level", "hist_seed", "hist_bucket"):
+        getattr(batch, f)[root] = getattr(batch, f)[tree]
+    with pytest.raises(ReportError, match="a root device sends its root report alone"):
+        batch.validate(cfg)
+
+
+def test_a_tree_message_without_its_hist_report_is_refused():
+    cfg = derive_config(100_000, 4, 2, 2.0, seed=1)
+    batch, _, tree = _one_of_each(cfg)
+    batch.hist_level[tree] = -1
+    with pytest.raises(ReportError, match="carry neither a root report nor a hist report"):
+        batch.validate(cfg)
+
+
+def test_a_root_report_in_a_round_without_root_devices_is_refused():
+    cfg = derive_config(100_000, 4, 2, 2.0, seed=1)
+    batch, root, _ = _one_of_each(cfg)
+    none = cfg.with_overrides(root_share=0.0, root_candidates=0, root_cap=0)
+    with pytest.raises(ReportError, match="takes no root"):
+        batch.select(np.array([root])).validate(none)
+
+
+def test_a_root_index_outside_the_root_codebook_is_refused():
+    cfg = derive_config(100_000, 4, 2, 2.0, seed=1, root_candidates=16)
+    batch, root, _ = _one_of_each(cfg)
+    batch.vec_index[root] = 16
+    with pytest.raises(ReportError, match="vector index outside 0..15"):
+        batch.validate(cfg)

@@ -118,3 +118,19 @@ def test_invalid_local_parameters_raise(kw):
 def test_invalid_delta_raises(delta):
     with pytest.raises(PrivacyError, match="delta"):
         numerical_epsilon(1.0, 1000, delta)
+
+
+def test_a_choice_of_reports_costs_its_largest_option():
+    from shoal.common.events import ChoiceEvent, ComposedEvent, NoReportEvent, PrivUnitEvent
+    from shoal.common.events import local_epsilon as eps_of
+    big = ComposedEvent((PrivUnitEvent(2.0, 4, 8, 2, 1),))
+    small = ComposedEvent((PrivUnitEvent(0.5, 4, 8, 2, 1), NoReportEvent()))
+    assert eps_of(ChoiceEvent((big, small), (0.2, 0.8))) == 2.0
+    assert eps_of(ChoiceEvent((big, small), (0.0, 1.0))) == 0.5  # an option never taken costs nothing
+
+
+@pytest.mark.parametrize(("options", "probabilities"), [((1,), (0.5,)), ((1, 2), (0.5,)), ((1, 2), (0.7, 0.7)), ((1, 2), (-0.1, 1.1))])
+def test_choice_probabilities_must_be_a_distribution(options, probabilities):
+    from shoal.common.events import ChoiceEvent
+    with pytest.raises(PrivacyError):
+        ChoiceEvent(options, probabilities)

@@ -96,15 +96,18 @@ def _message_codes(batch, cfg, point):
     public = PublicRandomness.from_config(cfg)
     paths = space.paths(x)
     keys = np.array([space.keys(j, paths[j])[0] for j in range(cfg.levels + 1)], dtype=np.uint64)
+    root = batch.vec_level == 0  # a root device: its root report alone, at the full epsilon
     hit = bucket_hash(public.hist_seeds[batch.hist_seed], keys[batch.hist_level], cfg.hist_params.buckets)
-    code = (batch.hist_bucket == hit).astype(np.int64)
+    code = np.where(root, 0, batch.hist_bucket == hit).astype(np.int64)
     cols = (keys[batch.vec_level] >> np.uint64(64 - cfg.vec_columns_log2)).astype(np.int64)
     sign = hadamard_sign(batch.vec_row, cols)
     norm = np.linalg.norm(x)
     u = x[0] / norm if norm > 0 else _unit(cfg.dim)
     dirs = np.stack([sign[:, None] * u[None, :], -sign[:, None] * u[None, :]], axis=1)
-    member = cap_members(batch.vec_nonce, batch.vec_index, dirs, cfg.vec_params, public.vec_key)
-    return code + 2 * member[:, 0] + 4 * member[:, 1]
+    member = np.zeros((len(batch), 2), dtype=np.int64)
+    for sel, params in ((root, cfg.root_params), (~root, cfg.vec_params)):
+        member[sel] = cap_members(batch.vec_nonce[sel], batch.vec_index[sel], dirs[sel], params, public.vec_key)
+    return code + 2 * member[:, 0] + 4 * member[:, 1] + 8 * root
 
 
 BOX = PublicBound(low=(-1.0,) * 4, high=(1.0,) * 4)
@@ -122,11 +125,11 @@ MESSAGE_PAIRS = {
 def test_tree_message_is_eps_ldp_on_the_wire(encoder, eps, pair):
     p1, p2 = MESSAGE_PAIRS[pair]
     cfg = derive_config(100_000, 4, 4, eps, encoder=encoder, bound=BOX, seed=5, levels=3,
-                        vec_share=0.5, vec_candidates=32)
+                        vec_share=0.5, vec_candidates=32, root_candidates=32, root_share=0.3)
     codes = []
     for i, p in enumerate((p1, p2)):
         batch = encode_arrays(np.repeat(p[None, :], SAMPLES, axis=0), cfg, np.random.default_rng(10 + i))
-        codes.append(_message_codes(batch, cfg, p1) + 8 * _message_codes(batch, cfg, p2))
+        codes.append(_message_codes(batch, cfg, p1) + 16 * _message_codes(batch, cfg, p2))
     c1, c2 = joint_counts(*codes)
     assert cfg.device_epsilon <= eps
     assert simultaneous_lower_bound(c1, c2) <= eps

@@ -33,7 +33,30 @@ def test_identity_nettree_spends_everything_on_the_histogram():
 
 def test_hopeless_rounds_estimate_only_the_mean():
     cfg = derive_config(2_000, 100, 8, 1.0, seed=1)
-    assert cfg.levels == 0 and cfg.eps_vec == 1.0 and cfg.root_share == 1.0
+    assert cfg.levels == 0 and cfg.eps_vec == 0 and cfg.eps_hist == 0 and cfg.root_share == 1.0
+    assert cfg.root_params is not None and cfg.root_params.epsilon == 1.0 and cfg.device_epsilon == 1.0
+
+
+def test_the_private_mean_is_within_three_ldp_mean_errors_where_a_quarter_of_devices_allow():
+    from shoal.common.tree_round import duchi_mean_variance
+    for d, eps in ((7, 4.0), (100, 4.0), (2, 2.0), (100, 8.0)):
+        cfg = derive_config(50_000, d, 5, eps, seed=1)
+        assert 0.05 <= cfg.root_share <= 0.25
+        assert cfg.mean_error <= 3 * duchi_mean_variance(d, eps) / 50_000 * (1 + 1e-9) or cfg.root_share == 0.25
+
+
+def test_a_device_is_root_or_tree_and_spends_epsilon_either_way():
+    from shoal.common.events import ChoiceEvent
+    cfg = derive_config(100_000, 10, 4, 2.0, seed=1)
+    event = cfg.privacy_event
+    assert isinstance(event, ChoiceEvent) and event.probabilities == (1 - cfg.root_share, cfg.root_share)
+    assert [local_epsilon(o) for o in event.options] == [pytest.approx(2.0), pytest.approx(2.0)]
+    assert cfg.device_epsilon == pytest.approx(2.0)
+
+
+def test_identity_nettree_above_three_dimensions_sends_vector_reports():
+    cfg = derive_config(100_000, 7, 10, 4.0, encoder="nettree", seed=1)
+    assert cfg.identity_projection and cfg.eps_vec > 0
 
 
 def test_unknown_event_raises_instead_of_guessing():
@@ -69,7 +92,8 @@ def test_different_seeds_give_different_public_randomness():
         ("proj_dim", 11, "proj_dim must be"),
         ("eps_hist", -1.0, "eps_hist must be"),
         ("eps_vec", 5.0, "exceeds epsilon"),
-        ("root_share", 0.0, "root_share must be"),
+        ("root_share", -0.1, "root_share must be"),
+        ("root_share", 1.0, "exactly when levels=0"),
         ("hist_buckets", 1, "hist_buckets must be"),
         ("hist_pool", 0, "hist_pool must be"),
         ("vec_columns_log2", 30, "vec_columns_log2 must be"),

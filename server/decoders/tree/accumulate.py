@@ -43,7 +43,7 @@ class LevelAccumulator:
         )
         self.hist_n = np.zeros(t + 1, dtype=np.int64)
         m = 1 << config.vec_columns_log2
-        has_vec = config.vec_params is not None
+        has_vec = config.vec_params is not None or config.root_params is not None
         self.vec = np.zeros((t + 1, m, config.dim)) if has_vec else None
         self.vec_n = np.zeros(t + 1, dtype=np.int64)
         self.vec_sq = np.zeros(t + 1)

@@ -15,10 +15,18 @@ Steps, with what this decoder adds to the paper:
 4. Lift (Alg. 4 lines 7-17): each center's sum and count are those of the
    maximal tree nodes whose significant leaves all went to it; nodes with
    no significant leaf follow their parent.
-5. Never worse than the private one-center answer by more than noise:
-   each center is shrunk toward the private mean by the positive-part
-   James-Stein factor 1 - noise / |center - mean|^2, so a center made of
-   noise collapses onto the mean; then clipped into the ball and mapped back.
+5. Never worse than the private mean by more than noise, by construction:
+   the private mean comes from the root devices (PrivUnit at the full eps,
+   sized in ``derive_config`` to within 3x the eps-LDP mean error). Each
+   center is shrunk toward it by the positive-part James-Stein factor
+   1 - noise / |center - mean|^2 (noise: vector-sum noise, or for identity
+   nettree the count noise of its lattice cells), so a center made of noise
+   collapses onto the mean. Then the answer must earn its place
+   (``safety.certify``): from its own sums, counts and their noise variances the
+   decoder estimates how much lower the answer's cost is than the mean's,
+   corrected for the answer's dependence on the same noise, and returns the
+   mean when that estimate is not positive. The result says which, with
+   the estimate and its standard deviation.
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ from numpy.typing import NDArray
 from shoal.common.accounting import central_guarantee
 from shoal.common.bounds import clip_to_ball
 from shoal.common.errors import DecodeError
-from shoal.common.events import local_epsilon
+from shoal.common.events import ComposedEvent, local_epsilon
 from shoal.common.nets import LatticeNet, node_space
 from shoal.common.public_random import PublicRandomness
 from shoal.common.threats import local_guarantee, shuffled_guarantee
@@ -42,6 +50,7 @@ from shoal.server.decoders.result import ClusteringResult
 from shoal.server.decoders.tree.accumulate import LevelAccumulator
 from shoal.server.decoders.tree.consistency import tree_blue
 from shoal.server.decoders.tree.oracles import FrequencyOracle, VectorOracle
+from shoal.server.decoders.tree.safety import certify, lattice_safety_net
 from shoal.server.decoders.tree.tree import NetTree, build_tree
 
 
@@ -52,15 +61,19 @@ def privacy_statement(config: RoundConfig) -> dict[str, Any]:
     if the shuffler colluded with it); ``central_epsilon``/``delta`` is the
     guarantee of the server's view, equal to it in the local model."""
     event = config.privacy_event
+    tree_option, root_option = event.options
+    assert isinstance(tree_option, ComposedEvent) and isinstance(root_option, ComposedEvent)
     central_eps, delta = central_guarantee(config.round_event)
     out: dict[str, Any] = {
         "model": config.model,
         "device_epsilon": local_epsilon(event),
         "central_epsilon": central_eps,
         "delta": delta,
-        "reports": [type(e).__name__ for e in event.events],
-        "report_epsilons": [local_epsilon(e) for e in event.events],
-        "composition": "basic",
+        "reports": [type(e).__name__ for e in tree_option.events],
+        "report_epsilons": [local_epsilon(e) for e in tree_option.events],
+        "root_report": {"event": [type(e).__name__ for e in root_option.events], "epsilon": local_epsilon(root_option),
+                        "share": config.root_share},
+        "composition": "basic within the tree's reports; a root device sends only its root report",
     }
     out["guarantees"] = [local_guarantee(out["device_epsilon"])]
     if config.model == "shuffle":
@@ -121,7 +134,7 @@ class TreeDecoder:
             core = np.zeros(1, dtype=np.int64)  # only the root: one cluster, the mean
 
         vec_sums = vec_q = None
-        if vo.available:
+        if vo.available and cfg.vec_params is not None:
             vec_sums, vec_q = self._vector_blue(tree, vo, counts)
 
         # Coreset positions.
@@ -143,7 +156,7 @@ class TreeDecoder:
         kk = c_core.shape[0]
         labels, pure_top = self._propagate(tree, core, labels_core, kk)
 
-        if vec_sums is not None and vec_q is not None and not cfg.identity_projection:
+        if vec_sums is not None and vec_q is not None:
             mean = clip_to_ball(vec_sums[:1] / n)[0]
             e0 = cfg.dim * float(vec_q[0]) / n**2
             sums = np.zeros((kk, cfg.dim))
@@ -165,7 +178,16 @@ class TreeDecoder:
             if not self.shrink:
                 shrink = np.where(mass > 0, 1.0, 0.0)
             ball = mean + shrink[:, None] * (raw - mean)
+            mass_var = np.zeros(kk)
+            np.add.at(mass_var, labels[pure_top], tree.count_var[pure_top])
+            delta = ball - mean
+            # Centered sums S_c - n_c m and the noise of their projection on delta_c.
+            centered = sums - mass[:, None] * mean
+            proj_var = qsum * (delta**2).sum(1) + mass_var * ((delta * mean).sum(1)) ** 2
+            # delta_c = shrink_c (S_c / n_c - m) reuses S_c's noise: E[delta_c . xi_c] = shrink_c d q_c / n_c.
+            stein = 2 * shrink * cfg.dim * qsum / np.maximum(mass, 1.0)
             diag.update(shrink=shrink.tolist(), center_noise=err.tolist(), mean_noise=e0)
+            ball = certify(ball, mean, mass, centered, proj_var, stein, diag, enabled=self.shrink)
         else:
             # Identity nettree: lattice points are positions in the ball.
             sums = np.zeros((kk, cfg.dim))
@@ -176,6 +198,10 @@ class TreeDecoder:
             np.add.at(mass, lab, weights[leaf_ids])
             overall = (pos[leaf_ids] * weights[leaf_ids][:, None]).sum(0) / max(weights[leaf_ids].sum(), 1e-300)
             ball = np.where(mass[:, None] > 0, sums / np.maximum(mass, 1e-300)[:, None], overall)
+            if vo.available and cfg.root_params is not None:
+                assert isinstance(space, LatticeNet)
+                ball = lattice_safety_net(space, tree, vo, leaf_ids, lab, pos, weights, ball, mass, n, diag,
+                                         enabled=self.shrink)
         ball = clip_to_ball(ball)
         if kk < cfg.k:
             fill = ball[np.argmax(mass)] if np.any(mass > 0) else np.zeros(cfg.dim)

@@ -62,7 +62,7 @@ def test_bad_input_is_rejected_precisely_and_nothing_is_stored(server):
     rnd = _create(server)
     rid = rnd["id"]
     cfg = config_from_dict(rnd["config"])
-    good = _messages(cfg, np.zeros((1, 8)))[0]
+    good = next(m for m in _messages(cfg, np.zeros((50, 8))) if m["hist"] is not None)  # a tree device's message
     url = server.url + f"/rounds/{rid}/reports"
     cases = []
     cases.append(("malformed json", httpx.post(url, content=b"{not json", headers={"content-type": "application/json"}), 422, "JSON"))
