@@ -27,18 +27,32 @@ from shoal.server.decoders.tree.decoder import TreeDecoder
 CHUNK = 250_000
 
 
-def nonprivate_objective(x: NDArray[np.float64], k: int, seed: int = 0) -> float:
-    """k-means++/Lloyd on (a 50k sample of) the true points, then Lloyd on all; cost / n."""
-    rng = np.random.default_rng(seed)
-    sample = x if x.shape[0] <= 50_000 else x[rng.choice(x.shape[0], 50_000, replace=False)]
-    c = weighted_kmeans(sample, np.ones(sample.shape[0]), k, rng, restarts=3)
-    for _ in range(5):
+def _lloyd(x: NDArray[np.float64], c: NDArray[np.float64], steps: int = 5) -> NDArray[np.float64]:
+    for _ in range(steps):
         lab = assign(x, c)
         cnt = np.bincount(lab, minlength=c.shape[0])
         sums = np.zeros_like(c)
         np.add.at(sums, lab, x)
         c = np.where(cnt[:, None] > 0, sums / np.maximum(cnt, 1)[:, None], c)
-    return kmeans_cost(x, c) / x.shape[0]
+    return c
+
+
+def nonprivate_objective(x: NDArray[np.float64], k: int, seed: int = 0) -> float:
+    """The non-private reference, cost / n: the better of shoal's weighted k-means
+    (k-means++, 3 restarts) and, when installed (the ``dev`` extra; never a
+    runtime dependency), scikit-learn's ``KMeans`` (k-means++, n_init=10),
+    each fitted on (a 50k sample of) the true points, then 5 Lloyd steps on
+    all. Issue 15: shoal's alone was 8% above scikit-learn's on a 2-D set
+    (0.01442 against 0.01332), which flattered every ratio to it."""
+    rng = np.random.default_rng(seed)
+    sample = x if x.shape[0] <= 50_000 else x[rng.choice(x.shape[0], 50_000, replace=False)]
+    best = kmeans_cost(x, _lloyd(x, weighted_kmeans(sample, np.ones(sample.shape[0]), k, rng, restarts=3)))
+    try:
+        from sklearn.cluster import KMeans
+    except ImportError:
+        return best / x.shape[0]
+    km = KMeans(n_clusters=min(k, sample.shape[0]), n_init=10, random_state=seed).fit(sample)
+    return min(best, kmeans_cost(x, _lloyd(x, np.asarray(km.cluster_centers_, dtype=np.float64)))) / x.shape[0]
 
 
 def format_centers(centers: list[list[float]], precision: int = 4) -> str:

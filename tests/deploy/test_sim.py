@@ -87,3 +87,17 @@ def test_bench_writes_to_a_temporary_directory_unless_told(tmp_path, capsys, mon
     where = err.split("results go to ")[1].split()[0]
     assert where.startswith(tempfile.gettempdir()) and "tests/bench/results" not in where
     assert not (tmp_path / "tests").exists()
+
+
+def test_the_nonprivate_reference_is_no_weaker_than_scikit_learns_kmeans():
+    """Issue 15: the benchmarks' 'non-private' line was shoal's own k-means
+    alone, 8% above scikit-learn's on a 2-D set."""
+    cluster = pytest.importorskip("sklearn.cluster")
+    from shoal.deploy.datasets import city_locations
+    from shoal.deploy.simulate import nonprivate_objective
+    from shoal.server.decoders.kmeans import kmeans_cost
+
+    ds = city_locations(20_000, k=10, seed=4)
+    x = ds.bound.to_ball(ds.points)
+    theirs = kmeans_cost(x, cluster.KMeans(n_clusters=10, n_init=10, random_state=0).fit(x).cluster_centers_) / x.shape[0]
+    assert nonprivate_objective(x, 10, seed=0) <= theirs * (1 + 1e-12)
