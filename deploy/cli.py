@@ -23,6 +23,13 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
         s.add_argument("--encoder", choices=("lsh", "nettree"), default="lsh")
         s.add_argument("--radius", type=float, default=1.0, help="public L2 bound of the raw points")
         s.add_argument("--seed", type=int, default=0)
+        s.add_argument("--model", choices=("local", "shuffle"), default="local",
+                       help="shuffle: --eps/--delta are central; devices randomise at the amplified eps0")
+        s.add_argument("--delta", type=float, default=None, help="central delta of a shuffle round (default 1e-6)")
+        s.add_argument("--min-batch", type=int, default=None,
+                       help="shuffle batch the guarantee assumes (default: all devices in one batch)")
+        s.add_argument("--refine", type=float, default=0.0, metavar="EPS2",
+                       help="spend EPS2 of --eps on a refine round (one Lloyd step through secure summation; shuffle only)")
         s.add_argument("--json", action="store_true", help="print one JSON object")
         return s
     if verb == "sim":
@@ -86,29 +93,45 @@ def run(args: argparse.Namespace) -> int:
 
 def _simulate(args: argparse.Namespace) -> int:
     from shoal.common.bounds import PublicBound
-    from shoal.deploy.simulate import format_centers, simulate
+    from shoal.common.errors import ShoalError
+    from shoal.deploy.simulate import format_centers, simulate_rounds
 
     points = np.load(args.data)
     if points.ndim != 2:
         print(f"shoal simulate: {args.data} must hold an (n, d) array, got shape {points.shape}", file=sys.stderr)
         return 2
-    result = simulate(
-        points,
-        k=args.k,
-        epsilon=args.eps,
-        encoder=args.encoder,
-        bound=PublicBound(radius=args.radius),
-        seed=args.seed,
-    )
+    if args.model == "local" and (args.delta is not None or args.min_batch is not None or args.refine):
+        print("shoal simulate: --delta, --min-batch and --refine belong to --model shuffle", file=sys.stderr)
+        return 2
+    try:
+        result = simulate_rounds(
+            points, k=args.k, epsilon=args.eps, encoder=args.encoder, bound=PublicBound(radius=args.radius),
+            seed=args.seed, model=args.model, delta=(1e-6 if args.delta is None else args.delta) if args.model == "shuffle" else 0.0,
+            min_batch=args.min_batch, refine_epsilon=args.refine,
+        )
+    except ShoalError as exc:
+        print(f"shoal simulate: {exc}", file=sys.stderr)
+        return 2
     keys = (
-        "normalized_objective nonprivate_objective trivial_objective n d k eps encoder "
+        "normalized_objective nonprivate_objective trivial_objective n d k eps encoder model "
         "encode_seconds decode_seconds peak_rss_mb centers"
     ).split()
     out: dict[str, Any] = {key: result[key] for key in keys}
+    out["privacy"] = {key: result["privacy"][key] for key in ("model", "device_epsilon", "central_epsilon", "delta")}
+    out["certificate"] = result["diagnostics"].get("certificate")
+    for key in ("tree_objective", "refine", "composed"):
+        if key in result:
+            out[key] = result[key]
     if args.json:
         print(json.dumps(out))
         return 0
-    print(f"shoal simulate: n={out['n']} d={out['d']} k={out['k']} eps={out['eps']} encoder={out['encoder']} seed={args.seed}")
+    print(f"shoal simulate: n={out['n']} d={out['d']} k={out['k']} eps={args.eps} encoder={out['encoder']} "
+          f"model={args.model} seed={args.seed}")
+    p = out["privacy"]
+    print(f"  privacy: device eps {p['device_epsilon']:.4g}, server's view ({p['central_epsilon']:.4g}, {p['delta']:.3g})"
+          + (f"; with the refine round ({out['composed']['epsilon']:.4g}, {out['composed']['delta']:.3g})" if "composed" in out else ""))
+    if "tree_objective" in out:
+        print(f"  {'tree round objective':22s} {out['tree_objective']:.5f}")
     for key in keys[:3]:
         print(f"  {key:22s} {out[key]:.5f}")
     print(f"  {'ratio to trivial':22s} {out['normalized_objective'] / out['trivial_objective']:.3f}")

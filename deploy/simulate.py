@@ -16,7 +16,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shoal.client.encoder import encode_arrays
+from shoal.common.accounting import central_guarantee
 from shoal.common.bounds import PublicBound
+from shoal.common.errors import ConfigError
 from shoal.common.refine_round import contributions, derive_refine, refined_centers
 from shoal.common.secure_sum import add_shares, decode_total, encode_devices
 from shoal.common.tree_round import Encoder, derive_config
@@ -161,3 +163,58 @@ def refine_in_process(
         "seconds": enc,
         "event": cfg.event,
     }
+
+
+# A refine round's share of the total delta (its eps share is the caller's).
+REFINE_DELTA_SHARE = 0.01
+
+
+def simulate_rounds(
+    points: NDArray[np.float64],
+    k: int,
+    epsilon: float,
+    encoder: Encoder = "lsh",
+    bound: PublicBound | None = None,
+    seed: int = 0,
+    model: str = "local",
+    delta: float = 0.0,
+    min_batch: int | None = None,
+    refine_epsilon: float = 0.0,
+) -> dict[str, Any]:
+    """``shoal simulate`` in every model: a tree round, optionally followed by a
+    refine round (one Lloyd step through secure summation, central model of
+    the shuffler), within one total (epsilon, delta) by basic composition.
+
+    Shuffle model: ``epsilon``/``delta`` are central; devices randomise at the
+    amplified eps0 for batches of ``min_batch`` (default: all n devices in one
+    batch). ``refine_epsilon`` > 0 gives that much of ``epsilon`` (and 1% of
+    ``delta``) to the refine round; the tree round gets the rest. The refine
+    round needs a trusted-shuffler setting, so it needs ``model='shuffle'``."""
+    points = np.asarray(points, dtype=np.float64)
+    n = points.shape[0]
+    bound = bound if bound is not None else PublicBound(radius=1.0)
+    if refine_epsilon and model != "shuffle":
+        raise ConfigError("a refine round runs through the shuffler: it needs model='shuffle'")
+    if not 0 <= refine_epsilon < epsilon:
+        raise ConfigError(f"refine_epsilon must be in [0, epsilon={epsilon}), got {refine_epsilon}")
+    tree_eps, tree_delta = epsilon - refine_epsilon, delta * (1 - REFINE_DELTA_SHARE if refine_epsilon else 1.0)
+    shuffle: dict[str, Any] = {}
+    if model == "shuffle":
+        shuffle = dict(model="shuffle", delta=tree_delta, min_batch=int(min_batch or n))
+    out = simulate(points, k, tree_eps, encoder, bound=bound, seed=seed, **shuffle)
+    out["model"] = model
+    if not refine_epsilon:
+        return out
+    ref = refine_in_process(points, np.asarray(out["ball_centers"]), bound, refine_epsilon, delta - tree_delta,
+                            min_devices=int(min_batch or n), seed=seed)
+    e2, d2 = central_guarantee(ref["event"])
+    ball = bound.to_ball(points)
+    out.update(
+        tree_objective=out["normalized_objective"],
+        normalized_objective=kmeans_cost(ball, ref["ball_centers"]) / n,
+        ball_centers=np.asarray(ref["ball_centers"]).tolist(),
+        centers=bound.from_ball(np.asarray(ref["ball_centers"])).tolist(),
+        refine={"epsilon": e2, "delta": d2, "shares_per_device": ref["shares_per_device"], "seconds": ref["seconds"]},
+        composed={"epsilon": out["privacy"]["central_epsilon"] + e2, "delta": out["privacy"]["delta"] + d2},
+    )
+    return out

@@ -19,16 +19,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from shoal.common.accounting import central_guarantee
 from shoal.deploy.bench.accuracy import machine
-from shoal.deploy.datasets import Dataset, load_uber, paper_mixture
-from shoal.deploy.simulate import refine_in_process, simulate
-from shoal.server.decoders.kmeans import kmeans_cost
+from shoal.deploy.datasets import Dataset, load_letter, load_uber, paper_mixture
+from shoal.deploy.simulate import REFINE_DELTA_SHARE, simulate, simulate_rounds
 
 REFINE_EPS_SHARE = 0.2
-REFINE_DELTA_SHARE = 0.01
 
 
 def _row(ds: Dataset, variant: str, eps: float, delta: float, objective: float, base: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -53,18 +48,13 @@ def compare(ds: Dataset, eps: float, delta: float, seed: int = 0, encoder: str =
     rows.append(_row(ds, "shuffle", eps, delta, shuf["normalized_objective"], shuf,
                      device_epsilon=shuf["privacy"]["device_epsilon"], seconds=time.perf_counter() - t))
     t = time.perf_counter()
-    e1, d1 = eps * (1 - REFINE_EPS_SHARE), delta * (1 - REFINE_DELTA_SHARE)
-    e2, d2 = eps - e1, delta - d1
-    tree = simulate(ds.points, ds.k, e1, encoder, bound=ds.bound, seed=seed,
-                    model="shuffle", delta=d1, min_batch=n)
-    ref = refine_in_process(ds.points, np.asarray(tree["ball_centers"]), ds.bound, e2, d2, min_devices=n, seed=seed)
-    ball = ds.bound.to_ball(ds.points)
-    e2c, d2c = central_guarantee(ref["event"])
-    total_eps, total_delta = tree["privacy"]["central_epsilon"] + e2c, tree["privacy"]["delta"] + d2c
-    rows.append(_row(ds, "shuffle+refine", eps, delta, kmeans_cost(ball, ref["ball_centers"]) / n, shuf,
-                     tree_objective=tree["normalized_objective"], device_epsilon=tree["privacy"]["device_epsilon"],
-                     composed_epsilon=total_eps, composed_delta=total_delta, shares_per_device=ref["shares_per_device"],
-                     modulus_bits=ref["modulus_bits"], refine_seconds=ref["seconds"], seconds=time.perf_counter() - t))
+    both = simulate_rounds(ds.points, ds.k, eps, encoder, bound=ds.bound, seed=seed, model="shuffle", delta=delta,
+                           min_batch=n, refine_epsilon=eps * REFINE_EPS_SHARE)
+    rows.append(_row(ds, "shuffle+refine", eps, delta, both["normalized_objective"], shuf,
+                     tree_objective=both["tree_objective"], device_epsilon=both["privacy"]["device_epsilon"],
+                     composed_epsilon=both["composed"]["epsilon"], composed_delta=both["composed"]["delta"],
+                     shares_per_device=both["refine"]["shares_per_device"], refine_seconds=both["refine"]["seconds"],
+                     seconds=time.perf_counter() - t))
     return rows
 
 
@@ -102,11 +92,13 @@ def run_shuffle_bench(args: argparse.Namespace) -> int:
     if args.smoke:
         n, epss = 5000, [1.0]
     datasets = [paper_mixture(n, seed=0)]
-    try:
-        uber = load_uber(args.data_dir)
-        datasets.append(Dataset(uber.name, uber.points[:5000], uber.k, uber.bound) if args.smoke else uber)
-    except FileNotFoundError:
-        print(f"shoal bench: uber not found under {args.data_dir}: skipped")
+    for loader in (load_uber, load_letter):
+        try:
+            real = loader(args.data_dir)
+        except FileNotFoundError:
+            print(f"shoal bench: {loader.__name__[5:]} not found under {args.data_dir}: skipped")
+            continue
+        datasets.append(Dataset(real.name, real.points[:5000], real.k, real.bound) if args.smoke else real)
     header = (f"machine: {machine()}; seed 0; lsh encoder; delta={delta:g}; shuffle batch = n (one release per round); "
               f"refine gets {REFINE_EPS_SHARE:g} of eps and {REFINE_DELTA_SHARE:g} of delta (basic composition)")
     print("shoal bench --model shuffle:", header, flush=True)

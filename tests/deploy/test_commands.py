@@ -17,9 +17,29 @@ def test_simulate_json_has_exactly_the_documented_keys(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert set(out) == {
         "normalized_objective", "nonprivate_objective", "trivial_objective", "n", "d", "k", "eps",
-        "encoder", "encode_seconds", "decode_seconds", "peak_rss_mb", "centers",
+        "encoder", "model", "encode_seconds", "decode_seconds", "peak_rss_mb", "centers", "privacy", "certificate",
     }
     assert out["n"] == 3000 and len(out["centers"]) == 2
+
+
+@pytest.mark.parametrize("encoder", ["lsh", "nettree"])
+def test_simulate_runs_the_shuffle_model_with_a_refine_round_within_the_total_budget(tmp_path, capsys, encoder):
+    path = tmp_path / "x.npy"
+    np.save(path, paper_mixture(20_000, d=10, k=4, seed=1).points)
+    args = ["simulate", "--data", str(path), "--k", "4", "--eps", "1", "--encoder", encoder, "--model", "shuffle",
+            "--delta", "1e-6", "--refine", "0.2", "--json"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["model"] == "shuffle" and out["privacy"]["device_epsilon"] > 1.0  # amplified eps0
+    assert out["composed"]["epsilon"] == pytest.approx(1.0) and out["composed"]["delta"] == pytest.approx(1e-6)
+    assert out["normalized_objective"] < 0.1 * out["trivial_objective"]
+
+
+def test_simulate_refuses_shuffle_flags_in_the_local_model(tmp_path, capsys):
+    path = tmp_path / "x.npy"
+    np.save(path, paper_mixture(1000, d=5, k=2, seed=0).points)
+    assert main(["simulate", "--data", str(path), "--k", "2", "--eps", "1", "--refine", "0.2"]) == 2
+    assert "belong to --model shuffle" in capsys.readouterr().err
 
 
 def test_bench_smoke_writes_table_json_and_plots(tmp_path, capsys):
