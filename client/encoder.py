@@ -66,9 +66,10 @@ def encode_arrays(
     paths = space.paths(x) if t > 0 else None
 
     def keys_at(levels: NDArray[np.int64]) -> NDArray[np.uint64]:
+        """Each device's node key at its level (0 where the level is -1: no report)."""
         out = np.zeros(n, dtype=np.uint64)
         assert paths is not None
-        for j in np.unique(levels):
+        for j in np.unique(levels[levels >= 0]):
             sel = levels == j
             out[sel] = space.keys(int(j), paths[int(j)][sel])
         return out
@@ -102,7 +103,7 @@ def encode_arrays(
         cols = np.zeros(n, dtype=np.int64)
         cols[root] = _column(space.keys(0, space.root()), config.vec_columns_log2)[0]
         if vp is not None and t > 0:
-            cols[tree] = _column(keys_at(np.maximum(vec_level, 0)), config.vec_columns_log2)[tree]
+            cols[tree] = _column(keys_at(np.where(tree, vec_level, -1)), config.vec_columns_log2)[tree]
         signed = x * hadamard_sign(vec_row, cols)[:, None]
         for sel, params in ((root, rp), (tree, vp)):
             if params is None or not np.any(sel):

@@ -9,7 +9,8 @@ all features keeps the k-means geometry of the original space.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -96,6 +97,22 @@ def bound_from_dict(b: dict[str, object]) -> PublicBound:
         low=tuple(low) if isinstance(low, list | tuple) else None,
         high=tuple(high) if isinstance(high, list | tuple) else None,
     )
+
+
+def published(config: Any, kind: str) -> dict[str, Any]:
+    """A round config (a dataclass with a ``bound``) as published: every field,
+    its ``kind`` and the bound as ``bound_to_dict`` writes it."""
+    out: dict[str, Any] = asdict(config)
+    out["kind"] = kind
+    out["bound"] = bound_to_dict(config.bound)
+    return out
+
+
+def unpublished(data: dict[str, Any]) -> tuple[dict[str, Any], PublicBound]:
+    """Inverse of ``published`` up to the config's own nested fields: the other
+    fields, and the bound validated again."""
+    fields = {k: v for k, v in data.items() if k != "kind"}
+    return fields, bound_from_dict(fields.pop("bound"))
 
 
 def clip_to_ball(y: NDArray[np.float64], radius: float = 1.0) -> NDArray[np.float64]:

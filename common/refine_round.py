@@ -18,13 +18,13 @@ with its parent it composes sequentially (``RoundsEvent``). Pure math, no I/O.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.bounds import PublicBound, bound_from_dict, bound_to_dict, clip_to_ball
+from shoal.common.bounds import PublicBound, clip_to_ball, published, unpublished
 from shoal.common.errors import ConfigError
 from shoal.common.events import SecureSumEvent
 from shoal.common.kinds import ConfigKind, secure_sum_mixing
@@ -137,18 +137,15 @@ def refined_centers(total: NDArray[np.float64], config: RefineConfig) -> tuple[N
 
 def refine_to_dict(config: RefineConfig) -> dict[str, Any]:
     """The published config of a refine round (``kind`` tells it from a tree round)."""
-    out = asdict(config)
-    out["kind"] = NAME
+    out = published(config, NAME)
     out["centers"] = [list(c) for c in config.centers]
-    out["bound"] = bound_to_dict(config.bound)
     return out
 
 
 def refine_from_dict(data: dict[str, Any]) -> RefineConfig:
     """Inverse of ``refine_to_dict``; validates everything again (devices call it)."""
     try:
-        fields = {k: v for k, v in data.items() if k != "kind"}
-        bound = bound_from_dict(fields.pop("bound"))
+        fields, bound = unpublished(data)
         centers = tuple(tuple(float(v) for v in c) for c in fields.pop("centers"))
         params = SecureSumParams(**fields.pop("secure_sum"))
         return RefineConfig(bound=bound, centers=centers, secure_sum=params, **fields)

@@ -21,13 +21,13 @@ Pure math, no I/O.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.bounds import PublicBound, bound_from_dict, bound_to_dict
+from shoal.common.bounds import PublicBound, published, unpublished
 from shoal.common.errors import ConfigError
 from shoal.common.events import ScrambledSketchEvent, SecureSumEvent
 from shoal.common.kinds import ConfigKind, Mixing, secure_sum_mixing
@@ -159,17 +159,13 @@ def derive_sketch_round(
 
 def sketch_round_to_dict(config: SketchRoundConfig) -> dict[str, Any]:
     """The published config (``kind`` tells it from tree and refine rounds)."""
-    out = asdict(config)
-    out["kind"] = NAME
-    out["bound"] = bound_to_dict(config.bound)
-    return out
+    return published(config, NAME)
 
 
 def sketch_round_from_dict(data: dict[str, Any]) -> SketchRoundConfig:
     """Inverse of ``sketch_round_to_dict``; validates everything again (devices call it)."""
     try:
-        fields = {k: v for k, v in data.items() if k != "kind"}
-        bound = bound_from_dict(fields.pop("bound"))
+        fields, bound = unpublished(data)
         sketch = SketchParams(**fields.pop("sketch"))
         secure = fields.pop("secure_sum", None)
         return SketchRoundConfig(bound=bound, sketch=sketch,

@@ -14,11 +14,11 @@ from __future__ import annotations
 import math
 import numbers
 import secrets
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from shoal.common.accounting import BOUNDS, closed_form_epsilon, max_local_epsilon, numerical_delta
-from shoal.common.bounds import PublicBound, bound_from_dict, bound_to_dict
+from shoal.common.bounds import PublicBound, published, unpublished
 from shoal.common.errors import ConfigError, PrivacyError
 from shoal.common.events import (
     ChoiceEvent,
@@ -223,10 +223,6 @@ class RoundConfig:
         if self.root_share <= 0:
             return None
         return PrivUnitParams.calibrate(self.dim, self.epsilon, self.root_candidates, self.root_cap)
-
-    def level_params(self, level: int) -> PrivUnitParams | None:
-        """The PrivUnit of a vector report at ``level``: the root report's at 0."""
-        return self.root_params if level == 0 else self.vec_params
 
     @property
     def mean_error(self) -> float:
@@ -446,20 +442,16 @@ def derive_config(
 
 def config_to_dict(config: RoundConfig) -> dict[str, Any]:
     """A JSON-ready dict of every public parameter (the published round config)."""
-    out = asdict(config)
-    out["kind"] = NAME
-    out["bound"] = bound_to_dict(config.bound)
-    return out
+    return published(config, NAME)
 
 
 def config_from_dict(data: dict[str, Any]) -> RoundConfig:
     """Inverse of ``config_to_dict``; validates everything again."""
     try:
-        fields = {k: v for k, v in data.items() if k != "kind"}
-        bound = bound_from_dict(dict(fields.pop("bound")))
+        fields, bound = unpublished(data)
         tree = TreeParams(**fields.pop("tree", {}))
         return RoundConfig(bound=bound, tree=tree, **fields)
-    except (KeyError, TypeError) as exc:
+    except (KeyError, TypeError, AttributeError) as exc:
         raise ConfigError(f"not a round config: {exc}") from exc
 
 

@@ -35,10 +35,9 @@ def lattice_safety_net(
     points, so their noise is the count noise of their cells:
     Var(center_c) ~ sum_u Var(n_u) |pos_u - center_c|^2 / n_c^2 (delta method)."""
     kk, dim = ball.shape
-    cfg_dim = pos.shape[1]
     v0, s0 = vo.sums(0, tree.keys[:1])
     mean = clip_to_ball(v0 / n)[0]
-    e0 = cfg_dim * float(s0) / n**2
+    e0 = dim * float(s0) / n**2
     var_u = np.nan_to_num(tree.count_var[leaf_ids], nan=0.0, posinf=1e30)
     spread = ((pos[leaf_ids] - ball[lab]) ** 2).sum(1)
     err = np.zeros(kk)
