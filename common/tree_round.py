@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from shoal.common.accounting import BOUNDS, closed_form_epsilon, max_local_epsilon, numerical_delta
 from shoal.common.bounds import PublicBound, published, unpublished
+from shoal.common.encoder_rule import Encoder, EncoderChoice, choose_encoder
 from shoal.common.errors import ConfigError, PrivacyError
 from shoal.common.events import (
     ChoiceEvent,
@@ -31,11 +32,12 @@ from shoal.common.kinds import ConfigKind, Mixing
 from shoal.common.local_hashing import LocalHashingParams, optimal_buckets
 from shoal.common.privunit import PrivUnitParams
 
-Encoder = Literal["lsh", "nettree"]
 Model = Literal["local", "shuffle"]
 
 NAME = "tree"
 ENCODERS: tuple[str, ...] = ("lsh", "nettree")
+# What a user may ask for: "auto" is resolved by ``choose_encoder`` before a config exists.
+ENCODER_CHOICES: tuple[str, ...] = ("auto",) + ENCODERS
 MODELS: tuple[str, ...] = ("local", "shuffle")
 
 
@@ -309,7 +311,7 @@ def derive_config(
     k: int,
     epsilon: float,
     *,
-    encoder: Encoder = "lsh",
+    encoder: EncoderChoice = "auto",
     bound: PublicBound | None = None,
     seed: int | None = None,
     model: Model = "local",
@@ -327,6 +329,7 @@ def derive_config(
     every other choice below is made for that eps0.
 
     Choices (each measured in ``shoal bench``; see README):
+    - encoder "auto" (the default): ``choose_encoder`` at the device's eps.
     - nettree projects to d' = min(d, ceil(log2 k) + 3) dimensions (Makarychev
       et al.: O(log k) suffices; each node has 2^d' children); for d <= d'
       there is no projection and lattice points are positions.
@@ -361,8 +364,8 @@ def derive_config(
         raise ConfigError(f"dim and k must be >= 1, got dim={dim}, k={k}")
     if not (math.isfinite(epsilon) and epsilon > 0):
         raise ConfigError(f"epsilon must be finite and > 0, got {epsilon}")
-    if encoder not in ENCODERS:
-        raise ConfigError(f"encoder must be one of {ENCODERS}, got {encoder!r}")
+    if encoder not in ENCODER_CHOICES:
+        raise ConfigError(f"encoder must be one of {ENCODER_CHOICES}, got {encoder!r}")
     bound = bound if bound is not None else PublicBound(radius=1.0)
     shuffle: dict[str, Any] = {}
     if model == "shuffle":
@@ -379,6 +382,8 @@ def derive_config(
         raise ConfigError(f"model must be one of {MODELS}, got {model!r}")
     elif delta or min_batch:
         raise ConfigError(f"delta={delta} and min_batch={min_batch} belong to shuffle rounds")
+    if encoder == "auto":
+        encoder = choose_encoder(n_expected, dim, k, epsilon)
     logk = math.ceil(math.log2(max(k, 2)))
     if encoder == "nettree":
         proj_dim = min(dim, logk + 3)

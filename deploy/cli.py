@@ -20,7 +20,8 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
         s.add_argument("--data", required=True, type=Path, help=".npy file with raw points (n x d)")
         s.add_argument("--k", required=True, type=int)
         s.add_argument("--eps", required=True, type=float)
-        s.add_argument("--encoder", choices=("lsh", "nettree"), default="lsh")
+        s.add_argument("--encoder", choices=("auto", "lsh", "nettree"), default="auto",
+                       help="auto: nettree or lsh by the measured rule of common/encoder_rule.py (the output says which)")
         s.add_argument("--radius", type=float, default=1.0, help="public L2 bound of the raw points")
         s.add_argument("--seed", type=int, default=0)
         s.add_argument("--model", choices=("local", "shuffle"), default="local",
@@ -40,8 +41,8 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
         sm.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
         sm.add_argument("--k", type=int, default=None)
         sm.add_argument("--eps", type=float, default=4.0)
-        sm.add_argument("--encoder", choices=("lsh", "nettree", "sketch"), default="nettree",
-                        help="sketch: scrambled compressive sketches (local model) or secure-sum sketches (--model shuffle)")
+        sm.add_argument("--encoder", choices=("auto", "lsh", "nettree", "sketch"), default="auto",
+                        help="auto: nettree or lsh by the measured rule of common/encoder_rule.py; sketch: scrambled compressive sketches (local model) or secure-sum sketches (--model shuffle)")
         sm.add_argument("--records-per-device", type=int, default=1,
                         help="sketch, local model: each device sketches this many consecutive points (the paper's n0)")
         sm.add_argument("--radius", type=float, default=1.0)
@@ -72,7 +73,8 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
     b.add_argument("--ns", default="10000,100000,1000000")
     b.add_argument("--eps", default="1,2,4,8")
     b.add_argument("--seeds", type=int, default=3)
-    b.add_argument("--encoders", default="lsh,nettree")
+    b.add_argument("--encoders", default="lsh,nettree,auto",
+                   help="auto's rows are runs of their own (same seeds), compared with the better of the others")
     b.add_argument("--smoke", action="store_true", help="tiny sizes, for CI")
     b.add_argument("--ablation", action="store_true", help="decoder before/after table instead of the sweep")
     b.add_argument("--oracle", action="store_true", help="only the frequency-oracle benchmark")
@@ -113,7 +115,7 @@ def _simulate(args: argparse.Namespace) -> int:
         print(f"shoal simulate: {exc}", file=sys.stderr)
         return 2
     keys = (
-        "normalized_objective nonprivate_objective trivial_objective n d k eps encoder model "
+        "normalized_objective nonprivate_objective trivial_objective n d k eps encoder encoder_requested model "
         "encode_seconds decode_seconds peak_rss_mb centers"
     ).split()
     out: dict[str, Any] = {key: result[key] for key in keys}

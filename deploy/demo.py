@@ -17,12 +17,12 @@ from shoal.deploy.simulate import simulate
 def main() -> None:
     print(f"shoal demo on {machine()}")
     city = city_locations(200_000, seed=0)
-    r = simulate(city.points, city.k, 4.0, "nettree", bound=city.bound, seed=0)
-    print(f"\ncity pickups: n={r['n']} d=2 k={city.k} eps=4 encoder=nettree (box 0..100 km)")
+    r = simulate(city.points, city.k, 4.0, "auto", bound=city.bound, seed=0)
+    print(f"\ncity pickups: n={r['n']} d=2 k={city.k} eps=4 encoder=auto -> {r['encoder']} (box 0..100 km)")
     print("private centers (km):")
     for c in r["centers"]:
         print(f"  ({c[0]:6.2f}, {c[1]:6.2f})")
-    rows = [("city", "nettree", 4.0, r)]
+    rows = [("city", f"auto -> {r['encoder']}", 4.0, r)]
     mix = paper_mixture(300_000, seed=0)
     for enc in ("lsh", "nettree"):
         for eps in (2.0, 8.0):

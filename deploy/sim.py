@@ -316,6 +316,7 @@ def run_sim(args: argparse.Namespace) -> int:
         r.raise_for_status()
         rnd = r.json()
         rid = rnd["id"]
+        encoder = str(rnd["config"].get("encoder", args.encoder))  # what "auto" chose
         bodies, urls, heads = _device_bodies(args, ds, rnd, server_url, shuffler_url)
         t = time.perf_counter()
         failures = send_devices(bodies, urls, heads, args.concurrency, args.workers, not args.json)
@@ -338,7 +339,7 @@ def run_sim(args: argparse.Namespace) -> int:
         centers_ball = ds.bound.to_ball(np.asarray(res["centers"]))
         out = {
             "users": n, "received": received, "failed": failures, "via_shuffler": bool(args.via_shuffler),
-            "dataset": ds.name, "d": d, "k": k, "eps": args.eps, "encoder": args.encoder, "model": args.model,
+            "dataset": ds.name, "d": d, "k": k, "eps": args.eps, "encoder": encoder, "model": args.model,
             "devices": len(bodies), "privacy": res["privacy"], "diagnostics": res["diagnostics"],
             "normalized_objective": kmeans_cost(ball, centers_ball) / n,
             "nonprivate_objective": nonprivate_objective(ball, k),
@@ -351,7 +352,8 @@ def run_sim(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(out))
         else:
-            print(f"shoal sim: {len(bodies)} devices ({n} points), dataset {ds.name}, d={d} k={k} eps={args.eps} {args.encoder}, "
+            print(f"shoal sim: {len(bodies)} devices ({n} points), dataset {ds.name}, d={d} k={k} eps={args.eps} {encoder}"
+                  f"{' (auto)' if args.encoder == 'auto' else ''}, "
                   f"{'via shuffler (min batch ' + str(args.min_batch) + ')' if args.via_shuffler else 'direct'}")
             print(f"  received {received} reports, {failures} devices failed; {out['reports_per_second']:.0f} reports/s; decode {decode_s:.1f} s")
             pr = res["privacy"]

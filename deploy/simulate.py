@@ -21,7 +21,7 @@ from shoal.common.bounds import PublicBound
 from shoal.common.errors import ConfigError
 from shoal.common.refine_round import contributions, derive_refine, refined_centers
 from shoal.common.secure_sum import add_shares, decode_total, encode_devices
-from shoal.common.tree_round import Encoder, derive_config
+from shoal.common.tree_round import EncoderChoice, derive_config
 from shoal.server.decoders.kmeans import assign, kmeans_cost, weighted_kmeans
 from shoal.server.decoders.tree.accumulate import LevelAccumulator
 from shoal.server.decoders.tree.decoder import TreeDecoder
@@ -72,13 +72,16 @@ def simulate(
     points: NDArray[np.float64],
     k: int,
     epsilon: float,
-    encoder: Encoder = "lsh",
+    encoder: EncoderChoice = "auto",
     bound: PublicBound | None = None,
     seed: int = 0,
     decoder_options: dict[str, Any] | None = None,
+    nonprivate: float | None = None,
     **overrides: Any,
 ) -> dict[str, Any]:
-    """Run one round in-process; returns the fields of ``shoal simulate --json``."""
+    """Run one round in-process; returns the fields of ``shoal simulate --json``.
+    ``nonprivate``: the reference objective when the caller has it already
+    (a sweep computes it once per dataset, not once per encoder and eps)."""
     points = np.asarray(points, dtype=np.float64)
     n, d = points.shape
     bound = bound if bound is not None else PublicBound(radius=1.0)
@@ -100,13 +103,14 @@ def simulate(
     mean = ball.mean(axis=0, keepdims=True)
     return {
         "normalized_objective": kmeans_cost(ball, result.ball_centers) / n,
-        "nonprivate_objective": nonprivate_objective(ball, k, seed),
+        "nonprivate_objective": nonprivate_objective(ball, k, seed) if nonprivate is None else float(nonprivate),
         "trivial_objective": kmeans_cost(ball, mean) / n,
         "n": n,
         "d": d,
         "k": k,
         "eps": float(epsilon),
-        "encoder": encoder,
+        "encoder": cfg.encoder,
+        "encoder_requested": encoder,
         "encode_seconds": enc,
         "decode_seconds": dec,
         "peak_rss_mb": peak_rss_mb(),
@@ -173,7 +177,7 @@ def simulate_rounds(
     points: NDArray[np.float64],
     k: int,
     epsilon: float,
-    encoder: Encoder = "lsh",
+    encoder: EncoderChoice = "auto",
     bound: PublicBound | None = None,
     seed: int = 0,
     model: str = "local",

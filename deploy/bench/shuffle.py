@@ -34,24 +34,25 @@ def _row(ds: Dataset, variant: str, eps: float, delta: float, objective: float, 
     }
 
 
-def compare(ds: Dataset, eps: float, delta: float, seed: int = 0, encoder: str = "lsh") -> list[dict[str, Any]]:
+def compare(ds: Dataset, eps: float, delta: float, seed: int = 0, encoder: str = "auto") -> list[dict[str, Any]]:
     """The three variants on one dataset at central (eps, delta)."""
     n = int(ds.points.shape[0])
     rows = []
     t = time.perf_counter()
     local = simulate(ds.points, ds.k, eps, encoder, bound=ds.bound, seed=seed)
     rows.append(_row(ds, "local", eps, 0.0, local["normalized_objective"], local,
-                     device_epsilon=eps, seconds=time.perf_counter() - t))
+                     device_epsilon=eps, encoder=local["encoder"], seconds=time.perf_counter() - t))
     t = time.perf_counter()
     shuf = simulate(ds.points, ds.k, eps, encoder, bound=ds.bound, seed=seed,
                     model="shuffle", delta=delta, min_batch=n)
     rows.append(_row(ds, "shuffle", eps, delta, shuf["normalized_objective"], shuf,
-                     device_epsilon=shuf["privacy"]["device_epsilon"], seconds=time.perf_counter() - t))
+                     device_epsilon=shuf["privacy"]["device_epsilon"], encoder=shuf["encoder"],
+                     seconds=time.perf_counter() - t))
     t = time.perf_counter()
     both = simulate_rounds(ds.points, ds.k, eps, encoder, bound=ds.bound, seed=seed, model="shuffle", delta=delta,
                            min_batch=n, refine_epsilon=eps * REFINE_EPS_SHARE)
     rows.append(_row(ds, "shuffle+refine", eps, delta, both["normalized_objective"], shuf,
-                     tree_objective=both["tree_objective"], device_epsilon=both["privacy"]["device_epsilon"],
+                     tree_objective=both["tree_objective"], encoder=both["encoder"], device_epsilon=both["privacy"]["device_epsilon"],
                      composed_epsilon=both["composed"]["epsilon"], composed_delta=both["composed"]["delta"],
                      shares_per_device=both["refine"]["shares_per_device"], refine_seconds=both["refine"]["seconds"],
                      seconds=time.perf_counter() - t))
@@ -99,7 +100,7 @@ def run_shuffle_bench(args: argparse.Namespace) -> int:
             print(f"shoal bench: {loader.__name__[5:]} not found under {args.data_dir}: skipped")
             continue
         datasets.append(Dataset(real.name, real.points[:5000], real.k, real.bound) if args.smoke else real)
-    header = (f"machine: {machine()}; seed 0; lsh encoder; delta={delta:g}; shuffle batch = n (one release per round); "
+    header = (f"machine: {machine()}; seed 0; encoder auto (the table names its choice per variant); delta={delta:g}; shuffle batch = n (one release per round); "
               f"refine gets {REFINE_EPS_SHARE:g} of eps and {REFINE_DELTA_SHARE:g} of delta (basic composition)")
     print("shoal bench --model shuffle:", header, flush=True)
     rows: list[dict[str, Any]] = []
@@ -107,22 +108,22 @@ def run_shuffle_bench(args: argparse.Namespace) -> int:
         for eps in epss:
             for r in compare(ds, eps, delta):
                 rows.append(r)
-                print(f"  {r['dataset']:8s} n={r['n']} eps={eps:g} {r['variant']:15s} obj={r['normalized_objective']:.4g} "
+                print(f"  {r['dataset']:8s} n={r['n']} eps={eps:g} {r['variant']:15s} {r['encoder']:7s} obj={r['normalized_objective']:.4g} "
                       f"(device eps {r['device_epsilon']:.3g}; nonpriv {r['nonprivate_objective']:.3g}, "
                       f"trivial {r['trivial_objective']:.3g}) {r['seconds']:.0f}s", flush=True)
     if args.smoke:
         return 0
     (out / "shuffle.json").write_text(json.dumps({"machine": machine(), "delta": delta, "rows": rows}, indent=1))
     lines = [f"# shoal bench --model shuffle\n\n{header}\n",
-             "| dataset | n | d | k | central eps | local | shuffle | shuffle + refine | device eps0 (shuffle) | non-private | one center |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| dataset | n | d | k | central eps | local | shuffle | shuffle + refine | device eps0 (shuffle) | auto chose (local / shuffle) | non-private | one center |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for ds in datasets:
         name = ds.name.split("-n")[0]
         for eps in epss:
             cell = {r["variant"]: r for r in rows if r["dataset"] == name and r["eps"] == eps}
             lo, sh, rf = cell["local"], cell["shuffle"], cell["shuffle+refine"]
             lines.append(f"| {name} | {lo['n']} | {lo['d']} | {lo['k']} | {eps:g} | {lo['normalized_objective']:.4g} | "
-                         f"{sh['normalized_objective']:.4g} | {rf['normalized_objective']:.4g} | {sh['device_epsilon']:.3g} | "
+                         f"{sh['normalized_objective']:.4g} | {rf['normalized_objective']:.4g} | {sh['device_epsilon']:.3g} | {lo['encoder']} / {sh['encoder']} | "
                          f"{lo['nonprivate_objective']:.3g} | {lo['trivial_objective']:.3g} |")
     (out / "shuffle.md").write_text("\n".join(lines) + "\n")
     _plot(rows, out)

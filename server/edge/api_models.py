@@ -94,8 +94,10 @@ class CreateRoundIn(BaseModel):
     dim: int = Field(ge=1, le=10_000)
     epsilon: float = Field(ge=1e-3, le=50, description="below 1e-3 no round can locate anything")
     n_expected: int = Field(ge=1, le=10**9)
-    encoder: Literal["lsh", "nettree", "sketch"] = Field(
-        "lsh", description="sketch: scrambled compressive sketches decoded by CL-OMPR (common/sketch_round.py)")
+    encoder: Literal["auto", "lsh", "nettree", "sketch"] = Field(
+        "auto", description=("auto: nettree or lsh by a measured rule from (n_expected, dim, k, the device's epsilon) "
+                             "(common/encoder_rule.py); the round's config says which. "
+                             "sketch: scrambled compressive sketches decoded by CL-OMPR (common/sketch_round.py)"))
     model: Literal["local", "shuffle"] = Field(
         "local", description="shuffle: epsilon/delta are the central target for batches of >= min_batch")
     delta: float | None = Field(None, gt=0, lt=1, description="shuffle model only")

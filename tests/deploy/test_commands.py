@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from shoal.common.cli import main
-from shoal.deploy.datasets import paper_mixture
+from shoal.deploy.datasets import city_locations, paper_mixture
+from shoal.deploy.simulate import simulate
 
 
 def test_simulate_json_has_exactly_the_documented_keys(tmp_path, capsys):
@@ -17,9 +18,10 @@ def test_simulate_json_has_exactly_the_documented_keys(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert set(out) == {
         "normalized_objective", "nonprivate_objective", "trivial_objective", "n", "d", "k", "eps",
-        "encoder", "model", "encode_seconds", "decode_seconds", "peak_rss_mb", "centers", "privacy", "certificate",
+        "encoder", "encoder_requested", "model", "encode_seconds", "decode_seconds", "peak_rss_mb", "centers", "privacy", "certificate",
     }
     assert out["n"] == 3000 and len(out["centers"]) == 2
+    assert out["encoder_requested"] == "auto" and out["encoder"] == "lsh"  # d=5: the rule's lsh
 
 
 @pytest.mark.parametrize("encoder", ["lsh", "nettree"])
@@ -49,6 +51,8 @@ def test_bench_smoke_writes_table_json_and_plots(tmp_path, capsys):
     data = json.loads((tmp_path / "results.json").read_text())
     assert data["rows"] and data["oracle"]
     assert (tmp_path / "objective_vs_n.png").exists()
+    assert {r["encoder"] for r in data["rows"]} == {"lsh", "nettree", "auto"}
+    assert "## auto against the better encoder" in (tmp_path / "results.md").read_text()
     assert "skipped" in capsys.readouterr().out
 
 
@@ -91,3 +95,11 @@ def test_the_server_refuses_a_bad_setting_in_one_line(tmp_path, env, needle):
     assert out.returncode == 2
     assert needle in out.stderr and "Traceback" not in out.stderr
     assert "short-secret" not in out.stderr
+
+
+def test_simulate_with_auto_is_the_run_of_the_encoder_it_chose():
+    ds = city_locations(5000, seed=2)
+    auto = simulate(ds.points, ds.k, 4.0, "auto", bound=ds.bound, seed=1, nonprivate=1.0)
+    chosen = simulate(ds.points, ds.k, 4.0, "nettree", bound=ds.bound, seed=1, nonprivate=1.0)
+    assert (auto["encoder"], auto["encoder_requested"]) == ("nettree", "auto")
+    assert auto["ball_centers"] == chosen["ball_centers"]

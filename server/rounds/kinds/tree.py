@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from shoal.common.errors import ReportError
 from shoal.common.messages import DeviceMessage, ReportBatch
-from shoal.common.tree_round import ENCODERS, NAME, RoundConfig, TreeParams, derive_config
+from shoal.common.tree_round import ENCODER_CHOICES, NAME, RoundConfig, TreeParams, derive_config
 from shoal.server.decoders.tree.accumulate import LevelAccumulator
 from shoal.server.decoders.tree.decoder import TreeDecoder, privacy_statement
 from shoal.server.rounds.kinds.base import RoundRequest, RoundsView
@@ -21,7 +21,7 @@ from shoal.server.rounds.kinds.results import result_dict
 
 class TreeServer:
     name = NAME
-    encoders = ENCODERS
+    encoders = ENCODER_CHOICES
     refinable = True
     storage = "reports"
 

@@ -45,3 +45,16 @@ def test_vectors_are_smoothed_coordinatewise():
     y = np.stack([TRUTH, 2 * TRUTH], axis=1)
     x, _ = tree_blue(PARENT, LEVEL, KIDS, y, np.ones(5))
     assert np.allclose(x, y)
+
+
+def test_the_returned_variances_are_the_errors_of_the_consistent_estimates():
+    rng = np.random.default_rng(2)
+    s = np.array([4.0, 1.0, 2.0, 0.5, 3.0])
+    reps = 20_000
+    err = np.zeros(5)
+    for _ in range(reps):
+        x, p = tree_blue(PARENT, LEVEL, KIDS, TRUTH + rng.standard_normal(5) * np.sqrt(s), s)
+        err += (x - TRUTH) ** 2
+    measured = err / reps
+    assert np.allclose(measured, p, rtol=0.05), (measured, p)
+    assert np.all(p <= s + 1e-12)  # never noisier than the node's own estimate

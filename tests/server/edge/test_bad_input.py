@@ -82,3 +82,11 @@ def test_the_connection_stays_usable_after_user_mistakes(server):
             assert c.post("/rounds/nope/reports", json={"round_id": "nope"}).status_code == 422
             assert c.get("/rounds/nope").status_code == 404
             assert c.get("/healthz").status_code == 200
+
+
+def test_a_round_without_an_encoder_gets_the_one_auto_chooses(client):
+    plane = _create(client, dim=2, n_expected=100_000)
+    assert plane.status_code == 201, plane.text
+    assert plane.json()["config"]["encoder"] == "nettree"
+    space = _create(client, dim=7, n_expected=100_000)
+    assert space.json()["config"]["encoder"] == "lsh"
