@@ -77,6 +77,19 @@ class PublicBound:
         # (1e308 with R = 0.5 used to become inf, then NaN; issue 12, item 8).
         return clip_to_ball(clip_to_ball(x, self.scale) / self.scale)
 
+    def project_ball(self, y: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Project unit-ball centers onto the image of the bound's domain: the
+        ball, or the box's image (a box inside the ball, clipped coordinate
+        by coordinate). Every point lies there, and projecting a center onto
+        a convex set that holds every point moves it no farther from any of
+        them, so this post-processing never raises any point's cost. Issue
+        16: a demo center came out at x = -4.98 in the public box [0, 100]."""
+        y = clip_to_ball(np.asarray(y, dtype=np.float64))
+        if self.low is None or self.high is None:
+            return y
+        mid = self._mid(y.shape[1])
+        return np.clip(y, (np.asarray(self.low) - mid) / self.scale, (np.asarray(self.high) - mid) / self.scale)
+
     def from_ball(self, y: NDArray[np.float64]) -> NDArray[np.float64]:
         """Map unit-ball points (centers) back to the original space."""
         y = np.asarray(y, dtype=np.float64)

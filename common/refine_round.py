@@ -126,13 +126,13 @@ def refined_centers(total: NDArray[np.float64], config: RefineConfig) -> tuple[N
 
     A bucket with a noisy count below ``NOISE_GATE`` noise sds keeps the
     parent's center (a mean of noise would be worse); means are clipped into
-    the ball."""
+    the bound's domain (``PublicBound.project_ball``)."""
     t = np.asarray(total, dtype=np.float64).reshape(config.k, config.dim + 1)
     sums, counts = t[:, : config.dim], t[:, config.dim]
     gate = NOISE_GATE * config.secure_sum.noise_std
     ok = counts > max(gate, 1.0)
     means = np.where(ok[:, None], sums / np.where(ok, counts, 1.0)[:, None], config.center_array)
-    return clip_to_ball(means), np.maximum(counts, 0.0)
+    return config.bound.project_ball(means), np.maximum(counts, 0.0)
 
 
 def refine_to_dict(config: RefineConfig) -> dict[str, Any]:

@@ -15,6 +15,21 @@ def test_box_maps_into_the_unit_ball_and_back():
     assert np.allclose(b.from_ball(y[3:]), [[4.0, 0.0]])  # clipped to the box, not rescaled
 
 
+def test_centers_are_projected_into_the_box_and_no_point_gets_farther():
+    b = PublicBound(low=(0.0, 0.0, -1.0), high=(100.0, 10.0, 1.0))
+    rng = np.random.default_rng(0)
+    pts = b.to_ball(rng.uniform((0, 0, -1), (100, 10, 1), size=(500, 3)))
+    centers = rng.standard_normal((40, 3))
+    projected = b.project_ball(centers)
+    back = b.from_ball(projected)
+    assert np.all(back >= np.array(b.low) - 1e-9) and np.all(back <= np.array(b.high) + 1e-9)
+    before = np.linalg.norm(pts[:, None] - np.asarray(centers)[None], axis=2)
+    after = np.linalg.norm(pts[:, None] - projected[None], axis=2)
+    assert np.all(after <= before + 1e-12)
+    inside = b.to_ball(np.array([[50.0, 5.0, 0.0]]))
+    assert np.allclose(b.project_ball(inside), inside)  # centers inside are unchanged
+
+
 def test_radius_clips_points_outside():
     y = PublicBound(radius=2.0).to_ball(np.array([[6.0, 8.0]]))
     assert np.allclose(y, [[0.6, 0.8]])

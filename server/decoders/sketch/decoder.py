@@ -158,6 +158,7 @@ class SketchDecoder:
             "clompr_seconds": res.seconds,
             "decode_seconds": time.perf_counter() - t,
         }
+        ball = cfg.bound.project_ball(ball)
         return ClusteringResult(
             centers=cfg.bound.from_ball(ball),
             ball_centers=ball,

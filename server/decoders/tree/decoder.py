@@ -292,6 +292,7 @@ class TreeDecoder:
         if not (np.isfinite(ball).all() and np.isfinite(sizes).all()):
             raise DecodeError(f"round {cfg.round_id!r}: decoding produced non-finite centers (too few reports?)")
         diag["decode_seconds"] = time.perf_counter() - t0
+        ball = cfg.bound.project_ball(ball)
         return ClusteringResult(
             centers=cfg.bound.from_ball(ball),
             ball_centers=ball,

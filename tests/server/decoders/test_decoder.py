@@ -81,3 +81,12 @@ def test_the_certificate_keeps_clusters_it_can_show_are_better():
     r = simulate(ds.points, ds.k, 4.0, "nettree", bound=ds.bound, seed=1)
     cert = r["diagnostics"]["certificate"]
     assert cert["answer"] == "clusters" and cert["gain"] >= cert["z"] * cert["gain_sd"] > 0
+
+
+def test_centers_never_leave_the_public_box():
+    # Few devices at a small eps: noisy centers that, unprojected, fall outside [0, 100].
+    ds = city_locations(3000, seed=4)
+    for encoder in ("lsh", "nettree"):
+        r = simulate(ds.points, ds.k, 1.0, encoder, bound=ds.bound, seed=4, nonprivate=1.0)
+        c = np.asarray(r["centers"])
+        assert np.all(c >= 0.0) and np.all(c <= 100.0), c
