@@ -20,7 +20,8 @@ def choose_encoder(n_expected: int, dim: int, k: int, device_epsilon: float) -> 
     off measurements (issue 15; eps0 is the device's epsilon, the amplified
     one in the shuffle model, so the model enters through it).
 
-    Measured (normalised objective, lsh / nettree, mean of 2-3 seeds):
+    Measured (normalised objective, lsh / nettree, mean of 2-3 seeds, at
+    ed4d607; README "Which encoder" has the current sweep's figures):
     - d = 2: nettree wins everywhere, by far: Uber n=1e5 1.6 / 2.2 / 4.1 /
       5.4 at eps 1 / 2 / 4 / 8; city n=1e5 1.9 / 3.4 at eps 1 / 4; the paper
       generator in d=2, n=1e4: 5.0 / 360 at eps 1 / 4. In the plane the
