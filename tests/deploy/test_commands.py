@@ -68,6 +68,15 @@ def test_shuffle_bench_smoke_compares_the_three_variants(tmp_path, capsys):
     assert "delta=1e-06" in out and "machine:" in out
     for variant in ("local ", "shuffle ", "shuffle+refine "):
         assert variant in out
+    assert "refine gets 0.2 of eps" in out
+
+
+def test_shuffle_bench_takes_the_refine_share_and_refuses_one_outside_0_1(tmp_path, capsys):
+    none = str(tmp_path / "none")
+    assert main(["bench", "--model", "shuffle", "--smoke", "--refine-share", "0.6", "--out", str(tmp_path), "--data-dir", none]) == 0
+    assert "refine gets 0.6 of eps" in capsys.readouterr().out
+    assert main(["bench", "--model", "shuffle", "--smoke", "--refine-share", "1", "--out", str(tmp_path), "--data-dir", none]) == 2
+    assert "--refine-share must be in (0, 1), got 1.0" in capsys.readouterr().err
 
 
 def test_sketch_bench_smoke_runs_every_variant(tmp_path, capsys):
