@@ -83,8 +83,8 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
                    help="ingestion throughput/latency of the real server and `shoal sim` timings")
     b.add_argument("--model", choices=("local", "shuffle"), default="local",
                    help="shuffle: local vs shuffle vs shuffle+refine at equal central eps (paper n=1e6 and Uber)")
-    b.add_argument("--refine-share", type=float, default=0.2,
-                   help="--model shuffle: the refine round's share of eps (the best share depends on the data; README)")
+    b.add_argument("--refine-share", type=float, default=None,
+                   help="--model shuffle: the refine round's share of eps (default 0.2; the best share depends on the data; README)")
     b.add_argument("--encoder", choices=("tree", "sketch"), default="tree",
                    help="sketch: the compressive path (local, shuffle) side by side with pycle if installed")
     return b

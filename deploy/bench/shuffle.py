@@ -95,7 +95,7 @@ def run_shuffle_bench(args: argparse.Namespace) -> int:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     delta = 1e-6
-    share = float(getattr(args, "refine_share", REFINE_EPS_SHARE))
+    share = REFINE_EPS_SHARE if getattr(args, "refine_share", None) is None else float(args.refine_share)
     if not 0 < share < 1:
         print(f"shoal bench: --refine-share must be in (0, 1), got {share}", file=sys.stderr)
         return 2

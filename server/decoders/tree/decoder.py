@@ -202,7 +202,6 @@ class TreeDecoder:
                 assert isinstance(space, LatticeNet)
                 ball = lattice_safety_net(space, tree, vo, leaf_ids, lab, pos, weights, ball, mass, n, diag,
                                          enabled=self.shrink)
-        ball = clip_to_ball(ball)
         if kk < cfg.k:
             fill = ball[np.argmax(mass)] if np.any(mass > 0) else np.zeros(cfg.dim)
             ball = np.vstack([ball, np.repeat(fill[None, :], cfg.k - kk, axis=0)])
@@ -289,10 +288,10 @@ class TreeDecoder:
         diag: dict[str, Any],
         t0: float,
     ) -> ClusteringResult:
+        ball = cfg.bound.project_ball(ball)  # into the public domain (also the unit ball), before the finiteness check
         if not (np.isfinite(ball).all() and np.isfinite(sizes).all()):
             raise DecodeError(f"round {cfg.round_id!r}: decoding produced non-finite centers (too few reports?)")
         diag["decode_seconds"] = time.perf_counter() - t0
-        ball = cfg.bound.project_ball(ball)
         return ClusteringResult(
             centers=cfg.bound.from_ball(ball),
             ball_centers=ball,
