@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import os
 import sys
 from collections.abc import Iterator
 from importlib.metadata import PackageNotFoundError, version
@@ -80,8 +81,15 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse(argv)
-    with _extra_for(args.verb):
-        rc: int = component(args.verb).run(args)
+    try:
+        with _extra_for(args.verb):
+            rc: int = component(args.verb).run(args)
+    except BrokenPipeError:
+        # The reader went away (``shoal simulate ... | head``): not an error of
+        # ours, and no traceback. Python's documented recipe: point stdout at
+        # devnull so the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for such a pipeline
     return rc
 
 

@@ -129,8 +129,8 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out))
         return 0
-    print(f"shoal simulate: n={out['n']} d={out['d']} k={out['k']} eps={args.eps} encoder={out['encoder']} "
-          f"model={args.model} seed={args.seed}")
+    print(f"shoal simulate: n={out['n']} d={out['d']} k={out['k']} eps={args.eps} encoder={out['encoder']}"
+          f"{' (auto)' if out['encoder_requested'] == 'auto' else ''} model={args.model} seed={args.seed}")
     p = out["privacy"]
     print(f"  privacy: device eps {p['device_epsilon']:.4g}, server's view ({p['central_epsilon']:.4g}, {p['delta']:.3g})"
           + (f"; with the refine round ({out['composed']['epsilon']:.4g}, {out['composed']['delta']:.3g})" if "composed" in out else ""))

@@ -112,3 +112,23 @@ def test_simulate_with_auto_is_the_run_of_the_encoder_it_chose():
     chosen = simulate(ds.points, ds.k, 4.0, "nettree", bound=ds.bound, seed=1, nonprivate=1.0)
     assert (auto["encoder"], auto["encoder_requested"]) == ("nettree", "auto")
     assert auto["ball_centers"] == chosen["ball_centers"]
+
+
+def test_simulate_into_a_closed_pipe_ends_without_a_traceback(tmp_path):
+    path = tmp_path / "x.npy"
+    np.save(path, paper_mixture(2000, d=5, k=2, seed=0).points)
+    shoal = os.path.join(os.path.dirname(sys.executable), "shoal")
+    # The reader closes its end before the simulation prints anything (as `| head` does once satisfied).
+    proc = subprocess.Popen([shoal, "simulate", "--data", str(path), "--k", "2", "--eps", "4"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=300) == 141, err
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_simulate_says_which_encoder_auto_chose(tmp_path, capsys):
+    path = tmp_path / "x.npy"
+    np.save(path, paper_mixture(2000, d=5, k=2, seed=0).points)
+    assert main(["simulate", "--data", str(path), "--k", "2", "--eps", "4"]) == 0
+    assert "encoder=lsh (auto) model=local" in capsys.readouterr().out
