@@ -105,15 +105,17 @@ class ShuffledEvent:
 @dataclass(frozen=True)
 class SecureSumEvent:
     """A vector sum through split-and-mix with distributed discrete Laplace
-    noise (``secure_sum.py``): central (epsilon, delta) for at least
-    ``min_devices`` honest devices and a shuffler that does not collude with
-    the server. One device's shares alone carry no DP guarantee (its own
-    noise share is tiny), so its local epsilon is infinite."""
+    or discrete Gaussian noise (``secure_sum.py``, ``noise``): central
+    (epsilon, delta) for at least ``min_devices`` honest devices and a
+    shuffler that does not collude with the server. One device's shares
+    alone carry no DP guarantee (its own noise share is tiny), so its local
+    epsilon is infinite."""
 
     epsilon: float
     delta: float
     min_devices: int
     shares: int
+    noise: str = "laplace"
 
 
 @dataclass(frozen=True)

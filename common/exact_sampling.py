@@ -16,7 +16,10 @@ with integer arithmetic only:
   an integer comparison;
 - ``discrete_laplace`` draws P(z) ~ exp(-|z| s / t) on the integers for
   positive integers s, t (same paper, Alg. 2), vectorised over many samples
-  with masks (a few dozen whole-array passes, never a loop per sample).
+  with masks (a few dozen whole-array passes, never a loop per sample);
+- ``discrete_gaussian`` draws P(z) ~ exp(-z^2 / (2 S)) for an integer
+  variance parameter S, truncated to |z| <= T (same paper, Alg. 3, with
+  proposals beyond T rejected so every integer stays below 2^63).
 
 Randomisers state their privacy with the exact rationals they use (the
 event records in ``events.py``), so what is claimed is what is sampled.
@@ -164,3 +167,52 @@ def discrete_laplace_variance(scale_num: int, scale_den: int) -> float:
     """Var of ``discrete_laplace(t, s)``: 2 q / (1 - q)^2 with q = exp(-s / t)."""
     q = math.exp(-scale_den / scale_num)
     return 2 * q / (1 - q) ** 2
+
+
+# ``discrete_gaussian`` keeps (|Y| t - S)^2 < 2^63: S <= 2^20 and T t < 2^31.
+MAX_GAUSSIAN_SIGMA_SQ = 1 << 20
+
+
+def discrete_gaussian(sigma_sq: int, clip: int, size: int, rng: np.random.Generator) -> NDArray[np.int64]:
+    """``size`` integers with P(z) proportional to exp(-z^2 / (2 S)) on |z| <= T.
+
+    CKS Alg. 3 with S = ``sigma_sq`` an integer and t = floor(sqrt(S)) + 1:
+    propose Y ~ discrete Laplace of scale t, accept with Bernoulli(exp(-g)),
+    g = (|Y| - S / t)^2 / (2 S) = (|Y| t - S)^2 / (2 S t^2), an exact
+    rational. exp(-g) = exp(-1)^floor(g) exp(-frac(g)): V geometric with
+    ratio 1/e has P(V >= q) = e^-q, so accept iff V >= floor(g) and
+    Bernoulli(exp(-frac(g))). Proposals with |Y| > T are rejected, which
+    makes the output exactly the discrete Gaussian conditioned on |z| <= T
+    (the caller accounts P(|z| > T) in its delta, as ``secure_sum`` does for
+    its clip)."""
+    s, t_clip = int(sigma_sq), int(clip)
+    if not 1 <= s <= MAX_GAUSSIAN_SIGMA_SQ:
+        raise ConfigError(f"discrete Gaussian variance parameter must be an integer in [1, 2^20], got {sigma_sq}")
+    t = math.isqrt(s) + 1
+    if not 1 <= t_clip or t_clip * t >= 1 << 31:
+        raise ConfigError(f"discrete Gaussian clip must be in [1, 2^31 / {t}), got {clip}")
+    out = np.zeros(size, dtype=np.int64)
+    todo = np.arange(size)
+    den = 2 * s * t * t
+    while todo.size:
+        y = discrete_laplace(t, 1, todo.size, rng)
+        inside = np.abs(y) <= t_clip
+        u = np.abs(y[inside]) * t - s
+        num = u * u
+        q, r = num // den, num % den
+        accept = np.zeros(todo.size, dtype=bool)
+        accept[inside] = (_geometric_exp_neg1(q.size, rng) >= q) & bernoulli_exp_neg(r, den, rng)
+        out[todo[accept]] = y[accept]
+        todo = todo[~accept]
+    return out
+
+
+def discrete_gaussian_tail(sigma_sq: int, clip: int) -> float:
+    """An upper bound on P(Z > T) for the untruncated discrete Gaussian:
+    the normaliser sum_z e^{-z^2 / 2S} is at least max(1, sqrt(2 pi S) - 1)
+    (a unimodal function's sum is at least its integral minus its maximum),
+    and sum_{z > T} e^{-z^2 / 2S} <= e^{-(T+1)^2 / 2S} / (1 - e^{-(T+1) / S})
+    (a geometric series: z^2 >= (T+1)^2 + 2 (T+1)(z - T - 1))."""
+    m = clip + 1
+    norm = max(1.0, math.sqrt(2 * math.pi * sigma_sq) - 1)
+    return math.exp(-m * m / (2 * sigma_sq)) / -math.expm1(-m / sigma_sq) / norm

@@ -6,7 +6,9 @@ itself to its nearest center and contributes, to that center's bucket only,
 its ball point and a count of 1: a vector of k x (d + 1) numbers of which
 d + 1 are non-zero (L1 norm <= sqrt(d) + 1, entries in [-1, 1]). The sums go
 through ``secure_sum`` (split-and-mix in the shuffle model, distributed
-discrete Laplace), so each new center sum / count has near-central error:
+discrete Laplace or, when its noise is smaller (d >= 4 or so: the bucket's
+L2 norm is sqrt(2) against an L1 norm of sqrt(d) + 1), distributed discrete
+Gaussian), so each new center sum / count has near-central error:
 this is the "bucketized vector summation" step of seed 004 (Sec. 4, Thm. 22
 with the shuffle-model aggregation of Thm. 2 / Appendix C), run as a second
 round on the parent's centers instead of the tree's nodes.
@@ -29,6 +31,7 @@ from shoal.common.errors import ConfigError
 from shoal.common.events import SecureSumEvent
 from shoal.common.kinds import ConfigKind, secure_sum_mixing
 from shoal.common.secure_sum import SecureSumParams
+from shoal.common.tree_round import derive_config
 
 NAME = "refine"
 NOISE_GATE = 3.0  # a bucket whose noisy count is below this many noise sds keeps the parent's center
@@ -57,6 +60,9 @@ class RefineConfig:
         s = self.secure_sum
         if s.length != self.k * (self.dim + 1):
             raise ConfigError(f"secure sum length {s.length} != k (d + 1) = {self.k * (self.dim + 1)}")
+        if s.noise == "gaussian" and (s.l2_norm < math.sqrt(2) or not s.aligned):
+            raise ConfigError(f"secure sum l2_norm {s.l2_norm} (aligned={s.aligned}) does not cover a ball point "
+                              "and a count (sqrt(2), aligned)")
         if s.max_nonzero < self.dim + 1 or s.l1_norm < math.sqrt(self.dim) + 1 or s.max_abs < 1:
             raise ConfigError(
                 f"secure sum bounds (l1 {s.l1_norm}, max_abs {s.max_abs}, non-zeros {s.max_nonzero}) "
@@ -76,7 +82,7 @@ class RefineConfig:
     @property
     def event(self) -> SecureSumEvent:
         s = self.secure_sum
-        return SecureSumEvent(s.epsilon, s.delta, s.min_devices, s.shares)
+        return SecureSumEvent(s.epsilon, s.delta, s.min_devices, s.shares, s.noise)
 
 
 def derive_refine(
@@ -101,8 +107,51 @@ def derive_refine(
         delta=delta,
         min_devices=min_devices,
         max_devices=max_devices,
+        noise="auto",
+        l2_norm=math.sqrt(2) * (1 + 1e-9),
+        aligned=True,  # two buckets' inner product is |x.x'| + 1 >= 0 in one bucket, 0 across
     )
     return RefineConfig(round_id, parent_id, k, d, bound, tuple(map(tuple, c.tolist())), params)
+
+
+# The refine round's share of a shuffle round's central eps (``refine_share``):
+# the largest candidate whose tree round still locates the clusters.
+REFINE_SHARES: tuple[float, ...] = (0.2, 0.5, 0.7)
+# Predicted squared center error (unit ball) below which the tree round is
+# taken to have located the clusters, so the refine round's noise, not the
+# tree, limits the answer.
+TREE_LOCATED = 0.01
+# A refine round's share of the total delta (its eps share is ``refine_share``'s).
+REFINE_DELTA_SHARE = 0.01
+
+
+def refine_share(n: int, dim: int, k: int, epsilon: float, delta: float, min_batch: int | None = None) -> float:
+    """How much of a shuffle model's central (epsilon, delta) a refine round
+    should get, from public parameters only (issue 15, item 5).
+
+    The tree round must locate the clusters; past that, budget spent on it
+    is wasted and the refine round's secure-sum noise (per center
+    d sigma^2 / n_c^2, sigma ~ 1 / eps_refine) dominates. So: the largest
+    share in ``REFINE_SHARES`` whose tree round (``derive_config`` at
+    (1 - share) epsilon, in the shuffle model, with its chosen encoder)
+    predicts a center error of at most ``TREE_LOCATED``; the smallest share
+    when none does, or when the tree's positions come from the lattice
+    alone (no vector report, so no prediction).
+
+    Measured (central eps=1, delta=1e-6, seed 0, discrete Gaussian refine):
+    the paper generator (n=1e6, d=100, k=8; predicted error 0.003 at every
+    share) gives 1.25e-4 / 1.04e-4 / 1.02e-4 at shares 0.2 / 0.5 / 0.7;
+    letter (n=2e4, d=16, k=26; predicted 0.4-0.9) gives 0.079 / 0.086 at
+    0.2 / 0.35 over 3 seeds, and is best at 0.2; Uber (nettree, lattice
+    positions) is flat (0.0020 at 0.2 and 0.5).
+    """
+    batch = int(min_batch or n)
+    for share in sorted(REFINE_SHARES, reverse=True):
+        cfg = derive_config(n, dim, k, epsilon * (1 - share), model="shuffle", delta=delta * (1 - REFINE_DELTA_SHARE),
+                            min_batch=batch, seed=0)
+        if cfg.predicted_center_error <= TREE_LOCATED:
+            return share
+    return min(REFINE_SHARES)
 
 
 def contributions(points: NDArray[np.float64], config: RefineConfig) -> NDArray[np.float64]:

@@ -8,7 +8,8 @@ in the multi-message shuffle model") and seed 004 (Thm. 2, Appendix C):
 1. Fixed point. A device's real vector v (|v_i| <= ``max_abs``,
    ||v||_1 <= ``l1_norm``, at most ``max_nonzero`` non-zero entries) becomes
    integers by unbiased stochastic rounding of ``scale`` * v.
-2. Distributed noise. Each device adds, per coordinate, Z = X - Y with X, Y
+2. Distributed noise (``distributed_noise.py``), one of two laws:
+   ``laplace``: each device adds, per coordinate, Z = X - Y with X, Y
    independent Polya / negative-binomial NB(1/n_min, 1 - alpha) draws. Sums
    of NB are NB with the shape parameters added, so n_min devices together
    add NB(1, .) - NB(1, .) = Geometric - Geometric: exactly the discrete
@@ -17,11 +18,16 @@ in the multi-message shuffle model") and seed 004 (Thm. 2, Appendix C):
    sensitivity of one device's integer vector, the noisy total is eps-DP
    (geometric mechanism, Ghosh-Roughgarden-Sundararajan). More devices
    than n_min only add independent noise (post-processing).
+   ``gaussian``: each device adds an exact discrete Gaussian N_Z(0, S);
+   the total is rho-zCDP for the integer L2 sensitivity Delta_2 (Kairouz,
+   Liu, Steinke ICML'21), hence (eps, delta_g)-DP with delta_g = delta / 2.
+   ``derive(noise="auto")`` takes the law with the smaller noise.
 3. Clipping. Each device clips its Z to [-T, T] so every value it can send
    is bounded (this is what makes overflow impossible, below). The clipped
    protocol differs from the exact one on an event of probability at most
-   tau = n_max * L * 2 * alpha^(T+1) (NB(r) with r <= 1 is stochastically
-   below NB(1) = Geometric, so P(X > T) <= alpha^(T+1)).
+   tau = n_max * L * 2 * P(Z > T) (laplace: NB(r) with r <= 1 is
+   stochastically below NB(1) = Geometric, so P(X > T) <= alpha^(T+1);
+   gaussian: ``exact_sampling.discrete_gaussian_tail``).
 4. Split and mix. The device's vector w in Z_q^(L+1) (the L noisy
    coordinates and one check coordinate equal to 1, without noise) is split
    into ``shares`` uniformly random additive shares mod q = 2^bits, each sent
@@ -31,10 +37,12 @@ in the multi-message shuffle model") and seed 004 (Thm. 2, Appendix C):
 Privacy (replacement neighbours, honest devices, a shuffler that does not
 collude with the server): if the shuffled multiset of shares is
 2^-sigma-close to a function of the noisy total alone (IKOS security), the
-server's view is (eps, delta)-DP with delta = (1 + e^eps)(tau + 2^-sigma):
+server's view is (eps, delta)-DP with delta = delta_g + (1 + e^eps)(tau + 2^-sigma):
 P[view(D) in S] <= P[ideal(D) in S] + tau + 2^-sigma
-<= e^eps P[ideal(D') in S] + tau + 2^-sigma <= e^eps P[view(D') in S] + (1 + e^eps)(tau + 2^-sigma).
-``derive`` spends half of delta on each term.
+<= e^eps P[ideal(D') in S] + delta_g + tau + 2^-sigma
+<= e^eps P[view(D') in S] + delta_g + (1 + e^eps)(tau + 2^-sigma).
+``derive`` spends half of delta on each of the last two terms for the
+laplace law (delta_g = 0), and delta / 2, / 4, / 4 for the gaussian law.
 
 No overflow, by construction. Every device's noisy integer value lies in
 [-(A + T), A + T] with A = ceil(scale * max_abs) (rounding never leaves
@@ -68,8 +76,10 @@ values, sigma = 40 -> 12 messages). sigma is the smallest integer with
 
 Everything is vectorised over devices; the arithmetic mod q = 2^bits runs
 in uint64 with natural wrap-around (2^bits divides 2^64). Pure math, no I/O.
-Just over 300 lines: parameters, encoding, noise shares and decoding of one
-protocol, whose modular arithmetic must be read together.
+Over 300 lines: parameters (with both noise laws' calibration), encoding,
+noise shares and decoding of one protocol, whose modular arithmetic and
+delta accounting must be read together; the laws themselves live in
+``distributed_noise.py``.
 """
 
 from __future__ import annotations
@@ -80,7 +90,20 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from shoal.common.distributed_noise import (
+    MIN_GAUSSIAN_SIGMA_SQ,
+    NOISES,
+    gaussian_clip,
+    gaussian_rho,
+    gaussian_shares,
+    gaussian_sigma_sq,
+    laplace_shares,
+    rho_for,
+    simulated_total_noise,
+    zcdp_delta,
+)
 from shoal.common.errors import ConfigError, DecodeError
+from shoal.common.exact_sampling import MAX_GAUSSIAN_SIGMA_SQ, discrete_gaussian_tail
 
 MAX_BITS = 62
 MIN_SIGMA = 40
@@ -108,8 +131,21 @@ class SecureSumParams:
     shares: int
     noise_clip: int
     sigma: int
+    noise: str = "laplace"
+    l2_norm: float = 0.0
+    sigma_sq: int = 0
+    aligned: bool = False
 
     def __post_init__(self) -> None:
+        if self.noise not in NOISES:
+            raise ConfigError(f"secure sum noise must be one of {NOISES}, got {self.noise!r}")
+        if self.noise == "gaussian":
+            if not (math.isfinite(self.l2_norm) and self.l2_norm > 0):
+                raise ConfigError(f"gaussian secure sum needs a finite l2_norm > 0, got {self.l2_norm}")
+            if not (isinstance(self.sigma_sq, int) and MIN_GAUSSIAN_SIGMA_SQ <= self.sigma_sq <= MAX_GAUSSIAN_SIGMA_SQ):
+                raise ConfigError(f"gaussian secure sum needs an integer sigma_sq in [16, 2^20], got {self.sigma_sq}")
+        elif self.sigma_sq:
+            raise ConfigError(f"sigma_sq belongs to the gaussian noise, got {self.sigma_sq} with laplace")
         if self.length < 1:
             raise ConfigError(f"secure sum length must be >= 1, got {self.length}")
         for name in ("l1_norm", "max_abs", "epsilon"):
@@ -172,13 +208,37 @@ class SecureSumParams:
         return math.exp(-self.epsilon / self.sensitivity)
 
     @property
+    def l2_sensitivity(self) -> float:
+        """L2 distance between two devices' integer vectors (replacement).
+        Rounding moves each of a vector's non-zero entries by less than 1,
+        so |int(a) - int(b)| <= scale |a - b| + 2 sqrt(non-zeros), and
+        |a - b| <= 2 l2_norm; ``aligned`` vectors (any two have a
+        non-negative inner product, as refine's buckets with their count 1
+        do) have |a - b|^2 = |a|^2 + |b|^2 - 2 a.b <= 2 l2_norm^2."""
+        spread = math.sqrt(2) if self.aligned else 2.0
+        return spread * self.scale * self.l2_norm + 2 * math.sqrt(self.max_nonzero)
+
+    @property
+    def rho(self) -> float:
+        """zCDP of the gaussian law's total (``distributed_noise.gaussian_rho``)."""
+        return gaussian_rho(self.l2_sensitivity, self.sigma_sq, self.length, self.min_devices, self.max_devices)
+
+    @property
     def delta_used(self) -> float:
-        tau = self.max_devices * self.length * 2 * self.alpha ** (self.noise_clip + 1)
-        return (1 + math.exp(self.epsilon)) * (tau + 2.0**-self.sigma)
+        if self.noise == "gaussian":
+            tail = discrete_gaussian_tail(self.sigma_sq, self.noise_clip)
+            mech = zcdp_delta(self.rho, self.epsilon)
+        else:
+            tail, mech = self.alpha ** (self.noise_clip + 1), 0.0
+        tau = self.max_devices * self.length * 2 * tail
+        return mech + (1 + math.exp(self.epsilon)) * (tau + 2.0**-self.sigma)
 
     @property
     def noise_std(self) -> float:
-        """Standard deviation of one coordinate's total noise, in real units."""
+        """Standard deviation of one coordinate's total noise over min_devices
+        devices, in real units (a discrete Gaussian's variance is below S)."""
+        if self.noise == "gaussian":
+            return math.sqrt(self.min_devices * self.sigma_sq) / self.scale
         a = self.alpha
         return math.sqrt(2 * a) / (1 - a) / self.scale
 
@@ -195,8 +255,30 @@ class SecureSumParams:
         min_devices: int,
         max_devices: int | None = None,
         scale: int = 1 << 16,
+        noise: str = "laplace",
+        l2_norm: float | None = None,
+        aligned: bool = False,
     ) -> SecureSumParams:
-        """The documented rule (module docstring): sigma, T, q = 2^bits, s."""
+        """The documented rule (module docstring): sigma, T, q = 2^bits, s.
+        ``noise="auto"`` (needs ``l2_norm``) derives both laws and keeps the
+        one with the smaller noise_std."""
+        args = dict(l1_norm=l1_norm, max_abs=max_abs, max_nonzero=max_nonzero, epsilon=epsilon, delta=delta,
+                    min_devices=min_devices, max_devices=max_devices, scale=scale)
+        if noise == "auto":
+            if l2_norm is None:
+                raise ConfigError("noise='auto' needs the vectors' l2_norm")
+            lap = cls.derive(length, noise="laplace", **args)  # type: ignore[arg-type]
+            try:
+                gau = cls.derive(length, noise="gaussian", l2_norm=l2_norm, aligned=aligned, **args)  # type: ignore[arg-type]
+            except ConfigError:
+                return lap
+            return gau if gau.noise_std < lap.noise_std else lap
+        if noise == "gaussian":
+            if l2_norm is None:
+                raise ConfigError("gaussian noise needs the vectors' l2_norm")
+            return cls._derive_gaussian(length, l2_norm=l2_norm, aligned=aligned, **args)  # type: ignore[arg-type]
+        if noise != "laplace":
+            raise ConfigError(f"secure sum noise must be one of {NOISES + ('auto',)}, got {noise!r}")
         if max_devices is None:
             max_devices = 100 * min_devices
         if not (math.isfinite(epsilon) and epsilon > 0) or not 0 < delta < 1:
@@ -219,6 +301,45 @@ class SecureSumParams:
             length=length, l1_norm=float(l1_norm), max_abs=float(max_abs), max_nonzero=max_nonzero,
             epsilon=float(epsilon), delta=float(delta), min_devices=min_devices, max_devices=max_devices,
             scale=scale, bits=bits, shares=shares_rule(sigma, bits, min_devices), noise_clip=clip, sigma=sigma,
+        )
+
+    @classmethod
+    def _derive_gaussian(
+        cls, length: int, *, l1_norm: float, max_abs: float, max_nonzero: int, epsilon: float, delta: float,
+        min_devices: int, max_devices: int | None, scale: int, l2_norm: float, aligned: bool,
+    ) -> SecureSumParams:
+        """Gaussian law: rho from (eps, delta / 2); the largest power-of-two
+        scale <= ``scale`` whose S fits the exact sampler (2^20); T for
+        delta / 4; sigma for delta / 4."""
+        if max_devices is None:
+            max_devices = 100 * min_devices
+        if not (math.isfinite(epsilon) and epsilon > 0) or not 0 < delta < 1:
+            raise ConfigError(f"secure sum needs eps > 0 and delta in (0, 1), got eps={epsilon}, delta={delta}")
+        if scale < 1:
+            raise ConfigError(f"secure sum scale must be >= 1, got {scale}")
+        growth = 1 + math.exp(epsilon)
+        sigma = max(MIN_SIGMA, math.ceil(math.log2(4 * growth / delta)))
+        rho = rho_for(epsilon, delta / 2)
+        scale = 1 << (int(scale).bit_length() - 1)
+        while True:
+            sens = (math.sqrt(2) if aligned else 2.0) * scale * l2_norm + 2 * math.sqrt(max_nonzero)
+            try:
+                s_sq = gaussian_sigma_sq(sens, rho, length, min_devices, max_devices)
+                break
+            except ConfigError:
+                if scale == 1:
+                    raise
+                scale //= 2
+        clip = gaussian_clip(s_sq, delta / (8 * growth * max_devices * length))
+        top = max_devices * (math.ceil(scale * max_abs) + clip)
+        bits = max(2, (2 * top + 2).bit_length())
+        if bits > MAX_BITS:
+            raise ConfigError(f"totals up to +-{top} need q = 2^{bits} > 2^{MAX_BITS}: lower max_devices ({max_devices})")
+        return cls(
+            length=length, l1_norm=float(l1_norm), max_abs=float(max_abs), max_nonzero=max_nonzero,
+            epsilon=float(epsilon), delta=float(delta), min_devices=min_devices, max_devices=max_devices,
+            scale=scale, bits=bits, shares=shares_rule(sigma, bits, min_devices), noise_clip=clip, sigma=sigma,
+            noise="gaussian", l2_norm=float(l2_norm), sigma_sq=s_sq, aligned=bool(aligned),
         )
 
 
@@ -245,15 +366,26 @@ def fixed_point(values: NDArray[np.float64], params: SecureSumParams, rng: np.ra
         raise ConfigError(
             f"a vector exceeds the public bounds (L1 <= {params.l1_norm}, <= {params.max_nonzero} non-zeros)"
         )
+    if params.noise == "gaussian" and np.any(np.sqrt((v * v).sum(axis=1)) > params.l2_norm):
+        raise ConfigError(f"a vector exceeds the public bounds (L2 <= {params.l2_norm})")
     return ints
 
 
 def noise_shares(n: int, params: SecureSumParams, rng: np.random.Generator) -> NDArray[np.int64]:
-    """Each device's share of the discrete Laplace noise, (n, length), clipped to [-T, T]."""
-    r, p = 1.0 / params.min_devices, 1.0 - params.alpha
+    """Each device's share of the noise, (n, length), within [-T, T]."""
     shape = (n, params.length)
-    z = rng.negative_binomial(r, p, size=shape) - rng.negative_binomial(r, p, size=shape)
-    return np.clip(z, -params.noise_clip, params.noise_clip).astype(np.int64)
+    if params.noise == "gaussian":
+        return gaussian_shares(shape, params.sigma_sq, params.noise_clip, rng)
+    return laplace_shares(shape, params.min_devices, params.alpha, params.noise_clip, rng)
+
+
+def simulated_noise(devices: int, params: SecureSumParams, rng: np.random.Generator) -> NDArray[np.int64]:
+    """Simulation only: the total noise of ``devices`` devices drawn at once
+    (``distributed_noise.simulated_total_noise``); added to the exact sum of
+    their ``fixed_point`` vectors it is what ``decode_total`` would return
+    times ``scale`` (no overflow is possible, module docstring)."""
+    alpha = params.alpha if params.noise == "laplace" else 0.0
+    return simulated_total_noise(params.noise, devices, params.length, params.min_devices, alpha, params.sigma_sq, rng)
 
 
 def encode_devices(

@@ -109,7 +109,7 @@ class SketchRoundConfig:
         """The record of what the server's view is (``events.py``)."""
         if self.secure_sum is not None:
             s = self.secure_sum
-            return SecureSumEvent(s.epsilon, s.delta, s.min_devices, s.shares)
+            return SecureSumEvent(s.epsilon, s.delta, s.min_devices, s.shares, s.noise)
         return ScrambledSketchEvent(self.sketch.epsilon, self.sketch.size, self.sketch.measurements)
 
     def omega(self) -> NDArray[np.float64]:

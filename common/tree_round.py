@@ -227,6 +227,20 @@ class RoundConfig:
         return PrivUnitParams.calibrate(self.dim, self.epsilon, self.root_candidates, self.root_cap)
 
     @property
+    def predicted_center_error(self) -> float:
+        """Predicted squared error of a center of a cluster of n/k devices from
+        the vector reports (unit ball): Var(PrivUnit at eps_vec) k^2 2 / n_tree,
+        the figure ``derive_config`` compares with 1 to decide whether a tree
+        can be found at all. inf for a mean-only round; nan where positions
+        come from the lattice alone (no vector report)."""
+        if self.levels == 0:
+            return math.inf
+        vp = self.vec_params
+        if vp is None:
+            return math.nan
+        return vp.expected_sq_norm * self.k * self.k * 2 / ((1 - self.root_share) * self.n_expected)
+
+    @property
     def mean_error(self) -> float:
         """Predicted E||mean estimate - mean||^2 (unit ball) from the root reports
         of n_expected devices: the price of the fallback answer."""

@@ -29,8 +29,9 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
         s.add_argument("--delta", type=float, default=None, help="central delta of a shuffle round (default 1e-6)")
         s.add_argument("--min-batch", type=int, default=None,
                        help="shuffle batch the guarantee assumes (default: all devices in one batch)")
-        s.add_argument("--refine", type=float, default=0.0, metavar="EPS2",
-                       help="spend EPS2 of --eps on a refine round (one Lloyd step through secure summation; shuffle only)")
+        s.add_argument("--refine", default=None, metavar="EPS2|auto",
+                       help="spend EPS2 of --eps on a refine round (one Lloyd step through secure summation; shuffle "
+                            "only); auto: the share refine_round.refine_share's rule picks from n, d, k, eps")
         s.add_argument("--json", action="store_true", help="print one JSON object")
         return s
     if verb == "sim":
@@ -84,7 +85,7 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
     b.add_argument("--model", choices=("local", "shuffle"), default="local",
                    help="shuffle: local vs shuffle vs shuffle+refine at equal central eps (paper n=1e6 and Uber)")
     b.add_argument("--refine-share", type=float, default=None,
-                   help="--model shuffle: the refine round's share of eps (default 0.2; the best share depends on the data; README)")
+                   help="--model shuffle: the refine round's share of eps (default: refine_round.refine_share's rule from n, d, k, eps)")
     b.add_argument("--encoder", choices=("tree", "sketch"), default="tree",
                    help="sketch: the compressive path (local, shuffle) side by side with pycle if installed")
     return b
@@ -98,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
 def _simulate(args: argparse.Namespace) -> int:
     from shoal.common.bounds import PublicBound
     from shoal.common.errors import ShoalError
+    from shoal.common.refine_round import refine_share
     from shoal.deploy.simulate import format_centers, simulate_rounds
 
     points = np.load(args.data)
@@ -107,11 +109,19 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.model == "local" and (args.delta is not None or args.min_batch is not None or args.refine):
         print("shoal simulate: --delta, --min-batch and --refine belong to --model shuffle", file=sys.stderr)
         return 2
+    delta = (1e-6 if args.delta is None else args.delta) if args.model == "shuffle" else 0.0
     try:
+        if args.refine == "auto":
+            refine_epsilon = args.eps * refine_share(points.shape[0], points.shape[1], args.k, args.eps, delta, args.min_batch)
+        else:
+            try:
+                refine_epsilon = float(args.refine or 0.0)
+            except ValueError:
+                print(f"shoal simulate: --refine takes an epsilon or 'auto', got {args.refine!r}", file=sys.stderr)
+                return 2
         result = simulate_rounds(
             points, k=args.k, epsilon=args.eps, encoder=args.encoder, bound=PublicBound(radius=args.radius),
-            seed=args.seed, model=args.model, delta=(1e-6 if args.delta is None else args.delta) if args.model == "shuffle" else 0.0,
-            min_batch=args.min_batch, refine_epsilon=args.refine,
+            seed=args.seed, model=args.model, delta=delta, min_batch=args.min_batch, refine_epsilon=refine_epsilon,
         )
     except ShoalError as exc:
         print(f"shoal simulate: {exc}", file=sys.stderr)
@@ -134,6 +144,10 @@ def _simulate(args: argparse.Namespace) -> int:
     p = out["privacy"]
     print(f"  privacy: device eps {p['device_epsilon']:.4g}, server's view ({p['central_epsilon']:.4g}, {p['delta']:.3g})"
           + (f"; with the refine round ({out['composed']['epsilon']:.4g}, {out['composed']['delta']:.3g})" if "composed" in out else ""))
+    if "refine" in out:
+        r = out["refine"]
+        print(f"  refine round: eps {r['epsilon']:.4g} ({r['epsilon'] / args.eps:.2g} of --eps{', auto' if args.refine == 'auto' else ''}), "
+              f"distributed discrete {r['noise']} noise, sd {r['noise_sd']:.3g} per coordinate of the sums, {r['shares_per_device']} shares per device")
     if "tree_objective" in out:
         print(f"  {'tree round objective':22s} {out['tree_objective']:.5f}")
     for key in keys[:3]:

@@ -19,8 +19,13 @@ from shoal.client.encoder import encode_arrays
 from shoal.common.accounting import central_guarantee
 from shoal.common.bounds import PublicBound
 from shoal.common.errors import ConfigError
-from shoal.common.refine_round import contributions, derive_refine, refined_centers
-from shoal.common.secure_sum import add_shares, decode_total, encode_devices
+from shoal.common.refine_round import (
+    REFINE_DELTA_SHARE,
+    contributions,
+    derive_refine,
+    refined_centers,
+)
+from shoal.common.secure_sum import fixed_point, simulated_noise
 from shoal.common.tree_round import EncoderChoice, derive_config
 from shoal.server.decoders.kmeans import assign, kmeans_cost, weighted_kmeans
 from shoal.server.decoders.tree.accumulate import LevelAccumulator
@@ -136,41 +141,39 @@ def refine_in_process(
     delta: float,
     min_devices: int,
     seed: int = 0,
-    chunk: int = 1000,
+    chunk: int = 10_000,
 ) -> dict[str, Any]:
-    """Run a ``refine`` round in-process: every device's secure-sum shares are
-    generated and added mod q exactly as the server would (chunked so memory
-    stays bounded); returns the refined ball centers and timings."""
+    """Run a ``refine`` round in-process: every device's fixed-point vector is
+    made as on the device and summed exactly; the total noise of all their
+    shares is drawn at once (``secure_sum.simulated_noise``: the modular sum
+    of the shares is exactly this total, ``tests/common/test_secure_sum.py``).
+    Returns the refined ball centers and timings."""
     points = np.asarray(points, dtype=np.float64)
+    n = points.shape[0]
     cfg = derive_refine("parent", parent_ball_centers, bound, epsilon, delta, min_devices,
-                        max_devices=max(points.shape[0], 100 * min_devices))
+                        max_devices=max(n, 100 * min_devices))
     params = cfg.secure_sum
+    if not params.min_devices <= n <= params.max_devices:
+        raise ConfigError(f"{n} devices outside the refine round's [{params.min_devices}, {params.max_devices}]")
     rng = np.random.default_rng(np.random.SeedSequence([seed, 11]))
-    total = np.zeros(params.length + 1, dtype=np.uint64)
-    mask = np.uint64(params.modulus - 1)
-    messages = 0
+    ints = np.zeros(params.length, dtype=np.int64)
     t = time.perf_counter()
-    for lo in range(0, points.shape[0], chunk):
-        shares = encode_devices(contributions(points[lo : lo + chunk], cfg), params, rng)
-        total = (total + add_shares(shares, params)) & mask
-        messages += shares.shape[0] * shares.shape[1]
+    for lo in range(0, n, chunk):
+        ints += fixed_point(contributions(points[lo : lo + chunk], cfg), params, rng).sum(axis=0)
+    sums = (ints + simulated_noise(n, params, rng)).astype(np.float64) / params.scale
     enc = time.perf_counter() - t
-    sums, devices = decode_total(total, messages, params)
     centers, sizes = refined_centers(sums, cfg)
     return {
         "ball_centers": centers,
         "sizes": sizes,
-        "devices": devices,
+        "devices": n,
         "shares_per_device": params.shares,
         "modulus_bits": params.bits,
+        "noise": params.noise,
         "noise_std": params.noise_std,
         "seconds": enc,
         "event": cfg.event,
     }
-
-
-# A refine round's share of the total delta (its eps share is the caller's).
-REFINE_DELTA_SHARE = 0.01
 
 
 def simulate_rounds(
@@ -184,6 +187,7 @@ def simulate_rounds(
     delta: float = 0.0,
     min_batch: int | None = None,
     refine_epsilon: float = 0.0,
+    nonprivate: float | None = None,
 ) -> dict[str, Any]:
     """``shoal simulate`` in every model: a tree round, optionally followed by a
     refine round (one Lloyd step through secure summation, central model of
@@ -205,7 +209,7 @@ def simulate_rounds(
     shuffle: dict[str, Any] = {}
     if model == "shuffle":
         shuffle = dict(model="shuffle", delta=tree_delta, min_batch=int(min_batch or n))
-    out = simulate(points, k, tree_eps, encoder, bound=bound, seed=seed, **shuffle)
+    out = simulate(points, k, tree_eps, encoder, bound=bound, seed=seed, nonprivate=nonprivate, **shuffle)
     out["model"] = model
     if not refine_epsilon:
         return out
@@ -218,7 +222,8 @@ def simulate_rounds(
         normalized_objective=kmeans_cost(ball, ref["ball_centers"]) / n,
         ball_centers=np.asarray(ref["ball_centers"]).tolist(),
         centers=bound.from_ball(np.asarray(ref["ball_centers"])).tolist(),
-        refine={"epsilon": e2, "delta": d2, "shares_per_device": ref["shares_per_device"], "seconds": ref["seconds"]},
+        refine={"epsilon": e2, "delta": d2, "shares_per_device": ref["shares_per_device"], "seconds": ref["seconds"],
+                "noise": ref["noise"], "noise_sd": ref["noise_std"]},
         composed={"epsilon": out["privacy"]["central_epsilon"] + e2, "delta": out["privacy"]["delta"] + d2},
     )
     return out

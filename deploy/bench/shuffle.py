@@ -20,45 +20,46 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from shoal.common.refine_round import REFINE_DELTA_SHARE
+from shoal.common.refine_round import refine_share as share_rule
 from shoal.deploy.bench.accuracy import machine
 from shoal.deploy.datasets import Dataset, load_letter, load_uber, paper_mixture
-from shoal.deploy.simulate import REFINE_DELTA_SHARE, simulate, simulate_rounds
-
-# The refine round's share of eps (``--refine-share``). Measured at central eps=1,
-# seed 0 (issue 15): the best share depends on the data. Paper generator n=1e6:
-# 0.2 -> 2.64e-4, 0.5 -> 1.27e-4, 0.7 -> 1.14e-4 (its tree saturates early);
-# letter: 0.2 -> 0.072, 0.35 -> 0.073, 0.5 -> 0.093, 0.7 -> 0.094 (its tree needs
-# the budget: refining near-mean centers cannot split clusters); Uber: 0.0020 either way.
-REFINE_EPS_SHARE = 0.2
+from shoal.deploy.simulate import simulate, simulate_rounds
 
 
-def _row(ds: Dataset, variant: str, eps: float, delta: float, objective: float, base: dict[str, Any], **extra: Any) -> dict[str, Any]:
+def _row(ds: Dataset, variant: str, seed: int, eps: float, delta: float, objective: float, base: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return {
         "dataset": ds.name.split("-n")[0], "n": int(ds.points.shape[0]), "d": int(ds.points.shape[1]), "k": ds.k,
-        "variant": variant, "eps": eps, "delta": delta, "normalized_objective": float(objective),
+        "variant": variant, "seed": seed, "eps": eps, "delta": delta, "normalized_objective": float(objective),
         "nonprivate_objective": base["nonprivate_objective"], "trivial_objective": base["trivial_objective"], **extra,
     }
 
 
 def compare(ds: Dataset, eps: float, delta: float, seed: int = 0, encoder: str = "auto",
-            refine_share: float = REFINE_EPS_SHARE) -> list[dict[str, Any]]:
-    """The three variants on one dataset at central (eps, delta)."""
+            refine_share: float | None = None, nonprivate: float | None = None) -> list[dict[str, Any]]:
+    """The three variants on one dataset at central (eps, delta); the refine
+    round's share of eps is ``refine_round.refine_share``'s unless given."""
     n = int(ds.points.shape[0])
+    if refine_share is None:
+        refine_share = share_rule(n, int(ds.points.shape[1]), ds.k, eps, delta)
     rows = []
     t = time.perf_counter()
-    local = simulate(ds.points, ds.k, eps, encoder, bound=ds.bound, seed=seed)
-    rows.append(_row(ds, "local", eps, 0.0, local["normalized_objective"], local,
+    local = simulate(ds.points, ds.k, eps, encoder, bound=ds.bound, seed=seed, nonprivate=nonprivate)
+    nonprivate = local["nonprivate_objective"]
+    rows.append(_row(ds, "local", seed, eps, 0.0, local["normalized_objective"], local,
                      device_epsilon=eps, encoder=local["encoder"], seconds=time.perf_counter() - t))
     t = time.perf_counter()
-    shuf = simulate(ds.points, ds.k, eps, encoder, bound=ds.bound, seed=seed,
+    shuf = simulate(ds.points, ds.k, eps, encoder, bound=ds.bound, seed=seed, nonprivate=nonprivate,
                     model="shuffle", delta=delta, min_batch=n)
-    rows.append(_row(ds, "shuffle", eps, delta, shuf["normalized_objective"], shuf,
+    rows.append(_row(ds, "shuffle", seed, eps, delta, shuf["normalized_objective"], shuf,
                      device_epsilon=shuf["privacy"]["device_epsilon"], encoder=shuf["encoder"],
                      seconds=time.perf_counter() - t))
     t = time.perf_counter()
     both = simulate_rounds(ds.points, ds.k, eps, encoder, bound=ds.bound, seed=seed, model="shuffle", delta=delta,
-                           min_batch=n, refine_epsilon=eps * refine_share)
-    rows.append(_row(ds, "shuffle+refine", eps, delta, both["normalized_objective"], shuf,
+                           min_batch=n, refine_epsilon=eps * refine_share, nonprivate=nonprivate)
+    rows.append(_row(ds, "shuffle+refine", seed, eps, delta, both["normalized_objective"], shuf, refine_share=refine_share,
                      tree_objective=both["tree_objective"], encoder=both["encoder"], device_epsilon=both["privacy"]["device_epsilon"],
                      composed_epsilon=both["composed"]["epsilon"], composed_delta=both["composed"]["delta"],
                      shares_per_device=both["refine"]["shares_per_device"], refine_seconds=both["refine"]["seconds"],
@@ -95,47 +96,63 @@ def run_shuffle_bench(args: argparse.Namespace) -> int:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     delta = 1e-6
-    share = REFINE_EPS_SHARE if getattr(args, "refine_share", None) is None else float(args.refine_share)
-    if not 0 < share < 1:
+    share = getattr(args, "refine_share", None)
+    if share is not None and not 0 < share < 1:
         print(f"shoal bench: --refine-share must be in (0, 1), got {share}", file=sys.stderr)
         return 2
     epss = [0.5, 1.0, 2.0]
     n = 1_000_000
+    seeds = list(range(max(1, int(getattr(args, "seeds", 1)))))
     if args.smoke:
-        n, epss = 5000, [1.0]
-    datasets = [paper_mixture(n, seed=0)]
+        n, epss, seeds = 5000, [1.0], [0]
+    reals = []
     for loader in (load_uber, load_letter):
         try:
             real = loader(args.data_dir)
         except FileNotFoundError:
             print(f"shoal bench: {loader.__name__[5:]} not found under {args.data_dir}: skipped")
             continue
-        datasets.append(Dataset(real.name, real.points[:5000], real.k, real.bound) if args.smoke else real)
-    header = (f"machine: {machine()}; seed 0; encoder auto (the table names its choice per variant); delta={delta:g}; shuffle batch = n (one release per round); "
-              f"refine gets {share:g} of eps and {REFINE_DELTA_SHARE:g} of delta (basic composition)")
+        reals.append(Dataset(real.name, real.points[:5000], real.k, real.bound) if args.smoke else real)
+    names = ["paper-mixture"] + [r.name.split("-n")[0] for r in reals]
+    rule = "refine_round.refine_share's rule" if share is None else f"{share:g} of eps"
+    header = (f"machine: {machine()}; seeds {','.join(map(str, seeds))} (means; the paper generator is redrawn per seed); "
+              f"encoder auto (the table names its choice per variant); delta={delta:g}; shuffle batch = n (one release "
+              f"per round); refine gets {rule} and {REFINE_DELTA_SHARE:g} of delta (basic composition)")
     print("shoal bench --model shuffle:", header, flush=True)
     rows: list[dict[str, Any]] = []
-    for ds in datasets:
-        for eps in epss:
-            for r in compare(ds, eps, delta, refine_share=share):
-                rows.append(r)
-                print(f"  {r['dataset']:8s} n={r['n']} eps={eps:g} {r['variant']:15s} {r['encoder']:7s} obj={r['normalized_objective']:.4g} "
-                      f"(device eps {r['device_epsilon']:.3g}; nonpriv {r['nonprivate_objective']:.3g}, "
-                      f"trivial {r['trivial_objective']:.3g}) {r['seconds']:.0f}s", flush=True)
+    for seed in seeds:
+        for ds in [paper_mixture(n, seed=seed)] + reals:
+            nonprivate = None
+            for eps in epss:
+                for r in compare(ds, eps, delta, seed=seed, refine_share=share, nonprivate=nonprivate):
+                    rows.append(r)
+                    nonprivate = r["nonprivate_objective"]
+                    print(f"  seed {seed} {r['dataset']:8s} n={r['n']} eps={eps:g} {r['variant']:15s} {r['encoder']:7s} "
+                          f"obj={r['normalized_objective']:.4g} (device eps {r['device_epsilon']:.3g}; nonpriv "
+                          f"{r['nonprivate_objective']:.3g}, trivial {r['trivial_objective']:.3g}) {r['seconds']:.0f}s", flush=True)
     if args.smoke:
         return 0
     (out / "shuffle.json").write_text(json.dumps({"machine": machine(), "delta": delta, "rows": rows}, indent=1))
     lines = [f"# shoal bench --model shuffle\n\n{header}\n",
-             "| dataset | n | d | k | central eps | local | shuffle | shuffle + refine | device eps0 (shuffle) | auto chose (local / shuffle) | non-private | one center |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for ds in datasets:
-        name = ds.name.split("-n")[0]
+             "| dataset | n | d | k | central eps | local | shuffle | shuffle + refine (per seed) | refine share | "
+             "device eps0 (shuffle) | auto chose (local / shuffle) | non-private | one center |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name in names:
         for eps in epss:
-            cell = {r["variant"]: r for r in rows if r["dataset"] == name and r["eps"] == eps}
+            cell = {v: [r for r in rows if r["dataset"] == name and r["eps"] == eps and r["variant"] == v]
+                    for v in ("local", "shuffle", "shuffle+refine")}
             lo, sh, rf = cell["local"], cell["shuffle"], cell["shuffle+refine"]
-            lines.append(f"| {name} | {lo['n']} | {lo['d']} | {lo['k']} | {eps:g} | {lo['normalized_objective']:.4g} | "
-                         f"{sh['normalized_objective']:.4g} | {rf['normalized_objective']:.4g} | {sh['device_epsilon']:.3g} | {lo['encoder']} / {sh['encoder']} | "
-                         f"{lo['nonprivate_objective']:.3g} | {lo['trivial_objective']:.3g} |")
+            if not lo:
+                continue
+
+            def mean(rs: list[dict[str, Any]], key: str = "normalized_objective") -> float:
+                return float(np.mean([r[key] for r in rs]))
+
+            per_seed = " / ".join(f"{r['normalized_objective']:.3g}" for r in rf)
+            lines.append(f"| {name} | {lo[0]['n']} | {lo[0]['d']} | {lo[0]['k']} | {eps:g} | {mean(lo):.4g} | {mean(sh):.4g} | "
+                         f"{mean(rf):.4g} ({per_seed}) | {rf[0]['refine_share']:g} | {sh[0]['device_epsilon']:.3g} | "
+                         f"{lo[0]['encoder']} / {sh[0]['encoder']} | {mean(lo, 'nonprivate_objective'):.3g} | "
+                         f"{mean(lo, 'trivial_objective'):.3g} |")
     (out / "shuffle.md").write_text("\n".join(lines) + "\n")
     _plot(rows, out)
     print(f"shoal bench: wrote {out / 'shuffle.md'}, shuffle.json and shuffle_vs_local.png")

@@ -13,6 +13,8 @@ from shoal.common.exact_sampling import (
     DYADIC_ONE,
     bernoulli_dyadic,
     bernoulli_exp_neg,
+    discrete_gaussian,
+    discrete_gaussian_tail,
     discrete_laplace,
     discrete_laplace_variance,
     dyadic_below,
@@ -123,3 +125,45 @@ def test_laplace_scale_rejects_zero_sensitivity():
 def test_log_ratio_rejects_non_positive_integers():
     with pytest.raises(ConfigError, match="positive"):
         log_ratio_upper(0, 1)
+
+
+def _dg_pmf(s, clip):
+    ks = np.arange(-clip, clip + 1)
+    w = np.exp(-(ks.astype(float) ** 2) / (2 * s))
+    return ks, w / w.sum()
+
+
+@pytest.mark.parametrize("s,clip", [(1, 6), (16, 30), (1000, 200), (1000, 40)])
+def test_discrete_gaussian_matches_its_exact_truncated_pmf(s, clip):
+    z = discrete_gaussian(s, clip, 300_000, np.random.default_rng(12))
+    ks, probs = _dg_pmf(s, clip)
+    assert np.abs(z).max() <= clip
+    counts = np.bincount(z + clip, minlength=2 * clip + 1)
+    keep = probs * z.size >= 5
+    obs = np.r_[counts[keep], counts[~keep].sum()]
+    exp = np.r_[probs[keep], probs[~keep].sum()] * z.size
+    assert stats.chisquare(obs[exp > 0], exp[exp > 0]).pvalue > 1e-4
+    assert abs(z.mean()) < 5 * math.sqrt(s / z.size)
+
+
+def test_discrete_gaussian_tail_bound_is_above_the_exact_tail():
+    for s, clip in [(1, 2), (16, 10), (1000, 60), (1000, 120)]:
+        ks, _ = _dg_pmf(s, 40 * int(math.sqrt(s)) + 200)
+        w = np.exp(-(ks.astype(float) ** 2) / (2 * s))
+        exact = w[ks > clip].sum() / w.sum()
+        assert exact <= discrete_gaussian_tail(s, clip) <= 10 * exact + 1e-300
+
+
+def test_discrete_gaussian_rejects_a_zero_variance():
+    with pytest.raises(ConfigError, match="variance parameter"):
+        discrete_gaussian(0, 5, 10, np.random.default_rng(0))
+
+
+def test_discrete_gaussian_rejects_a_variance_beyond_the_integer_range():
+    with pytest.raises(ConfigError, match="variance parameter"):
+        discrete_gaussian((1 << 20) + 1, 5, 10, np.random.default_rng(0))
+
+
+def test_discrete_gaussian_rejects_a_zero_clip():
+    with pytest.raises(ConfigError, match="clip"):
+        discrete_gaussian(4, 0, 10, np.random.default_rng(0))

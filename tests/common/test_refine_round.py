@@ -80,3 +80,57 @@ def test_rejects_bounds_that_do_not_cover_a_point_and_a_count():
 def test_rejects_something_that_is_not_a_refine_config():
     with pytest.raises(ConfigError, match="not a refine config"):
         refine_from_dict({"kind": "refine"})
+
+
+def test_a_high_dimensional_refine_round_sums_with_discrete_gaussian_noise_end_to_end():
+    # d = 20: the bucket's L2 norm sqrt(2) against its L1 norm sqrt(20) + 1 makes the Gaussian law cheaper.
+    rng = np.random.default_rng(5)
+    d = 20
+    centers = np.zeros((2, d))
+    centers[0, 0], centers[1, 0] = 0.5, -0.5
+    cfg = derive_refine("parent", centers, PublicBound(radius=1.0), 2.0, 1e-7, 3000)
+    assert cfg.secure_sum.noise == "gaussian" and cfg.secure_sum.aligned
+    assert refine_from_dict(refine_to_dict(cfg)) == cfg
+    assert cfg.event.noise == "gaussian"
+    truth = np.zeros((2, d))
+    truth[0, :2], truth[1, :2] = [0.6, 0.2], [-0.3, -0.4]
+    x = np.concatenate([rng.normal(truth[0], 0.02, (1500, d)), rng.normal(truth[1], 0.02, (1500, d))])
+    shares = encode_devices(contributions(x, cfg), cfg.secure_sum, rng)
+    sums, devices = decode_total(add_shares(shares, cfg.secure_sum), shares.shape[0] * shares.shape[1], cfg.secure_sum)
+    got, sizes = refined_centers(sums, cfg)
+    assert devices == 3000
+    tol = 6 * cfg.secure_sum.noise_std / 1500 + 0.005
+    assert np.abs(got - np.stack([x[:1500].mean(0), x[1500:].mean(0)])).max() < tol
+    assert np.allclose(sizes, 1500, atol=6 * cfg.secure_sum.noise_std)
+
+
+def test_refine_config_refuses_gaussian_bounds_that_are_not_aligned():
+    from dataclasses import replace
+
+    from shoal.common.secure_sum import SecureSumParams
+
+    cfg = derive_refine("parent", np.eye(20)[:2] * 0.5, PublicBound(radius=1.0), 2.0, 1e-7, 3000)
+    s = cfg.secure_sum
+    unaligned = SecureSumParams.derive(s.length, l1_norm=s.l1_norm, max_abs=s.max_abs, max_nonzero=s.max_nonzero,
+                                       epsilon=s.epsilon, delta=s.delta, min_devices=s.min_devices,
+                                       max_devices=s.max_devices, noise="gaussian", l2_norm=s.l2_norm)
+    with pytest.raises(ConfigError, match="aligned"):
+        replace(cfg, secure_sum=unaligned)
+
+
+def test_refine_share_gives_the_refine_round_more_where_the_tree_locates_clusters_cheaply():
+    from shoal.common.refine_round import REFINE_SHARES, refine_share
+
+    # n = 1e6, d = 100, k = 8: the tree's predicted center error is ~0.003 at every share.
+    assert refine_share(1_000_000, 100, 8, 1.0, 1e-6) == max(REFINE_SHARES)
+    # n = 2e4, d = 16, k = 26 (letter's shape): the tree needs the budget.
+    assert refine_share(20_000, 16, 26, 1.0, 1e-6) == min(REFINE_SHARES)
+    # d = 2: nettree's lattice positions give no prediction, so the smallest share.
+    assert refine_share(100_000, 2, 10, 1.0, 1e-6) == min(REFINE_SHARES)
+
+
+def test_refine_share_refuses_a_non_positive_epsilon():
+    from shoal.common.refine_round import refine_share
+
+    with pytest.raises(ConfigError, match="epsilon"):
+        refine_share(1000, 5, 2, 0.0, 1e-6)

@@ -224,3 +224,132 @@ def test_rejects_vectors_beyond_the_public_bounds():
         fixed_point(np.array([[0.5, 0.5, 0.0, 0.0]]), p, np.random.default_rng(0))
     with pytest.raises(ConfigError, match="NaN"):
         fixed_point(np.array([[np.nan, 0, 0, 0]]), p, np.random.default_rng(0))
+
+
+def gaussian(**kw):
+    base = dict(l1_norm=1.0, max_abs=1.0, max_nonzero=1, epsilon=1.0, delta=1e-3, min_devices=20, max_devices=60,
+                scale=2, noise="gaussian", l2_norm=1.0)
+    base.update(kw)
+    return SecureSumParams.derive(kw.pop("length", 1), **{k: v for k, v in base.items() if k != "length"})
+
+
+def test_gaussian_total_is_the_true_sum_plus_discrete_gaussian_shares():
+    rng = np.random.default_rng(20)
+    p = gaussian(length=4, max_nonzero=4, l1_norm=4.0, l2_norm=2.0)
+    n = p.min_devices
+    x = rng.integers(-p.scale, p.scale + 1, size=(n, p.length)) / p.scale  # exact in fixed point
+    shares = encode_devices(x, p, rng)
+    est, devices = decode_total(add_shares(shares, p), shares.shape[0] * shares.shape[1], p)
+    assert devices == n
+    noise = (est - x.sum(0)) * p.scale
+    assert np.allclose(noise, np.rint(noise))
+    assert np.all(np.abs(noise) <= n * p.noise_clip)
+
+
+def test_gaussian_secure_sum_estimate_is_unbiased():
+    rng = np.random.default_rng(21)
+    p = gaussian()
+    trials, n = 20_000, p.min_devices
+    x = np.full((trials * n, 1), 0.3)
+    totals = (fixed_point(x, p, rng) + noise_shares(trials * n, p, rng)).reshape(trials, n).sum(1) / p.scale
+    se = totals.std() / math.sqrt(trials)
+    assert abs(totals.mean() - 0.3 * n) < 5 * se
+    assert totals.var() <= (p.noise_std**2 + n * 0.25 / p.scale**2) * 1.05
+
+
+def _tail_audit(p, contributors, trials=150_000, seed=22):
+    """(eps, delta) audit on the exact integer totals the server decodes:
+    over every one-sided threshold set S, the largest lower confidence
+    bound of log((P1(S) - delta) / P2(S)); a violation of (eps, delta)-DP
+    shows as a value above eps."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for v in (-1.0, 1.0):  # neighbours: one device at -max vs +max
+        x = np.zeros((trials * contributors, 1))
+        x[::contributors] = v
+        totals = (fixed_point(x, p, rng) + noise_shares(trials * contributors, p, rng)).reshape(trials, -1).sum(1)
+        out.append(totals)
+    lo = min(int(out[0].min()), int(out[1].min()))
+    edges = np.arange(lo, max(int(out[0].max()), int(out[1].max())) + 2)
+    c1, c2 = (np.histogram(t, edges)[0] for t in out)
+    best = -np.inf
+    for a, b in ((c1, c2), (c2, c1)):
+        for tail_a, tail_b in ((np.cumsum(a), np.cumsum(b)), (np.cumsum(a[::-1]), np.cumsum(b[::-1]))):
+            lo_a = stats.beta.ppf(1e-4, np.maximum(tail_a, 1e-9), trials - tail_a + 1)
+            hi_b = stats.beta.ppf(1 - 1e-4, tail_b + 1, np.maximum(trials - tail_b, 1e-9))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                r = np.log(np.maximum(lo_a - p.delta, 0)) - np.log(hi_b)
+            best = max(best, float(np.nanmax(r)))
+    return best
+
+
+@pytest.mark.parametrize("eps", [0.5, 1.0])
+def test_gaussian_secure_sum_total_is_eps_delta_dp_on_the_wire(eps):
+    p = gaussian(epsilon=eps)
+    assert _tail_audit(p, p.min_devices) <= eps
+
+
+def test_gaussian_audit_catches_noise_from_too_few_devices():
+    # The noise is sized for 20 devices; one device's shares alone leak.
+    p = gaussian(epsilon=0.5)
+    assert _tail_audit(p, 1) > p.epsilon
+
+
+def test_gaussian_parameters_satisfy_every_documented_inequality():
+    from shoal.common.distributed_noise import rho_for, zcdp_delta
+
+    p = SecureSumParams.derive(8 * 101, l1_norm=math.sqrt(100) + 1, max_abs=1.0, max_nonzero=101, epsilon=0.2,
+                               delta=1e-8, min_devices=100_000, max_devices=10_000_000, noise="gaussian",
+                               l2_norm=math.sqrt(2), aligned=True)
+    assert p.rho <= rho_for(p.epsilon, p.delta / 2)
+    assert zcdp_delta(p.rho, p.epsilon) <= p.delta / 2
+    assert p.delta_used <= p.delta
+    assert 16 <= p.sigma_sq <= 1 << 20
+    assert 2 * p.max_devices * (p.max_value + p.noise_clip) + 2 < p.modulus
+    assert p.l2_sensitivity == pytest.approx(math.sqrt(2) * p.scale * math.sqrt(2) + 2 * math.sqrt(101))
+
+
+def test_auto_noise_picks_gaussian_in_high_dimension_and_laplace_in_low():
+    def pick(d):
+        return SecureSumParams.derive(8 * (d + 1), l1_norm=math.sqrt(d) + 1, max_abs=1.0, max_nonzero=d + 1,
+                                      epsilon=0.2, delta=1e-8, min_devices=100_000, noise="auto",
+                                      l2_norm=math.sqrt(2), aligned=True)
+    assert pick(100).noise == "gaussian"
+    assert pick(2).noise == "laplace"
+    assert pick(100).noise_std < 0.5 * SecureSumParams.derive(
+        808, l1_norm=11.0, max_abs=1.0, max_nonzero=101, epsilon=0.2, delta=1e-8, min_devices=100_000).noise_std
+
+
+def _gaussian_with(**change):
+    fields = asdict(gaussian(length=4, max_nonzero=4, l1_norm=4.0, l2_norm=2.0))
+    fields.update(change)
+    return fields
+
+
+@pytest.mark.parametrize(
+    "change,match",
+    [
+        (dict(noise="cauchy"), "noise must be one of"),
+        (dict(l2_norm=0.0), "l2_norm"),
+        (dict(sigma_sq=8), "sigma_sq"),
+        (dict(sigma_sq=(1 << 20) + 1), "sigma_sq"),
+        (dict(noise="laplace"), "sigma_sq belongs"),
+        (dict(sigma_sq=16), "spend delta"),
+        (dict(noise_clip=3), "spend delta"),
+    ],
+)
+def test_rejects_each_invalid_gaussian_parameter(change, match):
+    with pytest.raises(ConfigError, match=match):
+        SecureSumParams(**_gaussian_with(**change))
+
+
+def test_gaussian_rejects_vectors_beyond_the_public_l2_norm():
+    p = gaussian(length=4, max_nonzero=4, l1_norm=4.0, l2_norm=1.0)
+    with pytest.raises(ConfigError, match="L2"):
+        fixed_point(np.array([[0.75, 0.75, 0.0, 0.0]]), p, np.random.default_rng(0))
+
+
+def test_auto_noise_needs_the_l2_norm():
+    with pytest.raises(ConfigError, match="l2_norm"):
+        SecureSumParams.derive(4, l1_norm=1.0, max_abs=1.0, max_nonzero=1, epsilon=1.0, delta=1e-6,
+                               min_devices=20, noise="auto")

@@ -37,6 +37,29 @@ def test_simulate_runs_the_shuffle_model_with_a_refine_round_within_the_total_bu
     assert out["normalized_objective"] < 0.1 * out["trivial_objective"]
 
 
+def test_simulate_refine_auto_takes_the_rules_share_within_the_total_budget(tmp_path, capsys):
+    from shoal.common.refine_round import refine_share
+
+    path = tmp_path / "x.npy"
+    np.save(path, paper_mixture(20_000, d=10, k=4, seed=1).points)
+    args = ["simulate", "--data", str(path), "--k", "4", "--eps", "1", "--model", "shuffle", "--refine", "auto"]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    share = refine_share(20_000, 10, 4, 1.0, 1e-6)
+    assert f"({share:.2g} of --eps, auto)" in text and "distributed discrete" in text
+    assert main(args + ["--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["refine"]["epsilon"] == pytest.approx(share)
+    assert out["composed"]["epsilon"] == pytest.approx(1.0)
+
+
+def test_simulate_refuses_a_refine_that_is_neither_a_number_nor_auto(tmp_path, capsys):
+    path = tmp_path / "x.npy"
+    np.save(path, paper_mixture(1000, d=5, k=2, seed=0).points)
+    assert main(["simulate", "--data", str(path), "--k", "2", "--eps", "1", "--model", "shuffle", "--refine", "lots"]) == 2
+    assert "--refine takes an epsilon or 'auto', got 'lots'" in capsys.readouterr().err
+
+
 def test_simulate_refuses_shuffle_flags_in_the_local_model(tmp_path, capsys):
     path = tmp_path / "x.npy"
     np.save(path, paper_mixture(1000, d=5, k=2, seed=0).points)
@@ -68,7 +91,7 @@ def test_shuffle_bench_smoke_compares_the_three_variants(tmp_path, capsys):
     assert "delta=1e-06" in out and "machine:" in out
     for variant in ("local ", "shuffle ", "shuffle+refine "):
         assert variant in out
-    assert "refine gets 0.2 of eps" in out
+    assert "refine gets refine_round.refine_share's rule" in out
 
 
 def test_shuffle_bench_takes_the_refine_share_and_refuses_one_outside_0_1(tmp_path, capsys):

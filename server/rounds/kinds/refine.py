@@ -65,7 +65,8 @@ class RefineServer:
         eps, delta = central_guarantee(RoundsEvent((parent_event, *(s.event for _, s in siblings))))
         privacy = {
             "model": "shuffle",
-            "mechanism": "secure summation (split-and-mix) with distributed discrete Laplace noise",
+            "mechanism": f"secure summation (split-and-mix) with distributed discrete {params.noise.capitalize()} noise"
+                         + (" (Kairouz-Liu-Steinke zCDP, Bun-Steinke conversion)" if params.noise == "gaussian" else ""),
             "central_epsilon": eps,
             "delta": delta,
             "composition": f"basic, over the parent round and all {len(siblings)} refine round(s) opened on it",
@@ -74,7 +75,8 @@ class RefineServer:
             "guarantees": [secure_sum_guarantee(eps, delta, params.min_devices)],
             "rounds": [parent_privacy] + [
                 {"round": rid, "central_epsilon": s.secure_sum.epsilon, "delta": s.secure_sum.delta,
-                 "min_devices": s.secure_sum.min_devices, "shares_per_device": s.secure_sum.shares}
+                 "min_devices": s.secure_sum.min_devices, "shares_per_device": s.secure_sum.shares,
+                 "noise": s.secure_sum.noise}
                 for rid, s in siblings],
         }
         return {
