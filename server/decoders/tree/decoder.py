@@ -24,9 +24,12 @@ Steps, with what this decoder adds to the paper:
    collapses onto the mean. Then the answer must earn its place
    (``safety.certify``): from its own sums, counts and their noise variances the
    decoder estimates how much lower the answer's cost is than the mean's,
-   corrected for the answer's dependence on the same noise, and returns the
-   mean when that estimate is not positive. The result says which, with
-   the estimate and its standard deviation.
+   corrected for the answer's dependence on the same noise. When that
+   estimate is not shown positive, the mean replaces the lightest center:
+   with the mean among the centers, no point is farther from its nearest
+   center than from the mean, so the answer never costs more than the
+   mean alone. The result says which, with the estimate and its standard
+   deviation.
 """
 
 from __future__ import annotations

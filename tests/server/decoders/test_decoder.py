@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 
+from shoal.common.bounds import PublicBound
 from shoal.common.tree_round import duchi_mean_variance
 from shoal.deploy.datasets import city_locations, paper_mixture, skewed_box
 from shoal.deploy.simulate import simulate
@@ -63,17 +64,40 @@ def test_clipped_long_tails_are_never_worse_than_the_private_one_center_bound(en
 
 @pytest.mark.parametrize("encoder", ["lsh", "nettree"])
 def test_noise_made_centers_fall_back_to_the_private_mean_and_say_so(encoder):
-    """One blob, k = 4, eps = 2, 50,000 devices: nothing to find. The answer
-    is the private mean, the certificate says so, and the cost is the
-    one-center cost plus the private mean's noise (at most 5 times its
-    expected squared error)."""
+    """One blob, k = 4, eps = 2, 50,000 devices: nothing to find. The
+    certificate says so, the private mean is one of the centers, and the
+    answer costs no more than the mean alone (the one-center cost plus the
+    private mean's squared error, computed here from the true mean)."""
     x = np.random.default_rng(1).normal(0.3, 0.05, (50_000, 10))
     r = simulate(x, 4, 2.0, encoder, seed=1)
     assert r["config"]["levels"] > 0
-    assert r["diagnostics"]["certificate"]["answer"] == "private mean"
+    cert = r["diagnostics"]["certificate"]
+    assert cert["answer"] == "private mean" and "private mean" in cert["fallback"]
     centers = np.array(r["ball_centers"])
-    assert np.allclose(centers, centers[0])
+    mean_center = centers[cert["mean_center"]]
+    ball = PublicBound(radius=1.0).to_ball(x)  # the objective is measured on the clipped points
+    mean_only = r["trivial_objective"] + float(((mean_center - ball.mean(0)) ** 2).sum())
+    assert r["normalized_objective"] <= mean_only * (1 + 1e-12)
     assert r["normalized_objective"] <= r["trivial_objective"] + 5 * r["diagnostics"]["mean_noise"]
+
+
+def test_the_fallback_answer_never_costs_more_than_the_mean_alone():
+    """certify on made-up numbers that cannot pass: whatever the other
+    centers are, the answer with the mean among them is never costlier."""
+    from shoal.server.decoders.kmeans import kmeans_cost
+    from shoal.server.decoders.tree.safety import certify
+
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        x = rng.normal(0, 0.2, (2000, 5))
+        mean = x.mean(0) + rng.normal(0, 0.05, 5)
+        ball = rng.normal(0, 0.5, (6, 5))
+        mass = rng.random(6) * 100
+        diag = {}
+        out = certify(ball, mean, mass, np.zeros((6, 5)), np.full(6, 1e6), np.zeros(6), diag)
+        assert diag["certificate"]["answer"] == "private mean"
+        assert np.array_equal(out[int(np.argmin(mass))], mean)
+        assert kmeans_cost(x, out) <= kmeans_cost(x, mean[None, :])
 
 
 def test_the_certificate_keeps_clusters_it_can_show_are_better():
