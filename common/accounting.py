@@ -38,7 +38,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
 
 from shoal.common.errors import PrivacyError
 from shoal.common.events import RoundsEvent, SecureSumEvent, ShuffledEvent, local_epsilon
@@ -82,6 +81,8 @@ def numerical_delta(eps0: float, n: int, eps: float) -> float:
     _check(eps0, n)
     if eps >= eps0:
         return 0.0
+    from scipy import stats  # on first use: keeps the device side's import fast (issue 16)
+
     if eps < 0:
         raise PrivacyError(f"eps must be >= 0, got {eps}")
     p = math.exp(-eps0)

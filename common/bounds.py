@@ -77,6 +77,16 @@ class PublicBound:
         # (1e308 with R = 0.5 used to become inf, then NaN; issue 12, item 8).
         return clip_to_ball(clip_to_ball(x, self.scale) / self.scale)
 
+    def outside(self, x: NDArray[np.float64]) -> NDArray[np.bool_]:
+        """Which raw points (n, d) ``to_ball`` moves: outside the box, or
+        beyond the radius. A device knows this of its own point; a
+        simulation of the user's own data may report the fraction (issue 16:
+        silent clipping misled a user); a server never sees it."""
+        x = np.asarray(x, dtype=np.float64)
+        if self.low is not None and self.high is not None:
+            return np.asarray(np.any((x < np.asarray(self.low)) | (x > np.asarray(self.high)), axis=1))
+        return np.asarray(np.linalg.norm(x, axis=1) > float(self.radius or 0.0))
+
     def project_ball(self, y: NDArray[np.float64]) -> NDArray[np.float64]:
         """Project unit-ball centers onto the image of the bound's domain: the
         ball, or the box's image (a box inside the ball, clipped coordinate

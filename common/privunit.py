@@ -59,7 +59,6 @@ from functools import lru_cache
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import special, stats
 
 from shoal.common.errors import ConfigError
 from shoal.common.events import PrivUnitEvent
@@ -167,6 +166,9 @@ def _cap_numerator(epsilon: float, n: int, k: int) -> int:
 @lru_cache(maxsize=64)
 def _grid(dim: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Upper-tail probabilities s (log grid) and t(s) = 2 F^-1(1 - s) - 1."""
+    # scipy is imported on first calibration, not with the device side (issue 16: import < 0.5 s).
+    from scipy import special
+
     a = (dim - 1) / 2.0
     s = np.logspace(-16, 0, 8001)
     return s, 2 * special.betainccinv(a, a, s) - 1
@@ -175,6 +177,8 @@ def _grid(dim: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
 @lru_cache(maxsize=1024)
 def _top_sum(dim: int, n: int, k: int) -> float:
     """mu_K = E[sum of the K largest of N i.i.d. t]: N * int t(s) P(Bin(N-1, s) <= K-1) ds."""
+    from scipy import stats
+
     s, t = _grid(dim)
     w = stats.binom.cdf(k - 1, n - 1, s)
     return float(n * np.trapezoid(t * w, s))
@@ -319,6 +323,8 @@ def sample_decoded(x: NDArray[np.float64], params: PrivUnitParams, rng: np.rando
     v = rng.random(n)
     at_y = rng.integers(0, big - k, size=n) == 0
     q = np.where(in_cap, y + v * (1 - y), np.where(at_y, y, v * y))
+    from scipy import special
+
     t = 2 * special.betaincinv(a, a, q) - 1
     w = rng.standard_normal((n, params.dim))
     w -= np.einsum("ij,ij->i", w, u)[:, None] * u

@@ -133,6 +133,7 @@ def _simulate(args: argparse.Namespace) -> int:
     out: dict[str, Any] = {key: result[key] for key in keys}
     out["privacy"] = {key: result["privacy"][key] for key in ("model", "device_epsilon", "central_epsilon", "delta")}
     out["certificate"] = result["diagnostics"].get("certificate")
+    out["quality"] = result["quality"]
     for key in ("tree_objective", "refine", "composed"):
         if key in result:
             out[key] = result[key]
@@ -153,6 +154,7 @@ def _simulate(args: argparse.Namespace) -> int:
     for key in keys[:3]:
         print(f"  {key:22s} {out[key]:.5f}")
     print(f"  {'ratio to trivial':22s} {out['normalized_objective'] / out['trivial_objective']:.3f}")
+    print(f"  verdict: {out['quality']['verdict']}")
     print(f"  encode {out['encode_seconds']:.2f} s, decode {out['decode_seconds']:.2f} s, peak RSS {out['peak_rss_mb']:.0f} MB")
     print("  centers (original space):")
     print(format_centers(out["centers"]))

@@ -122,6 +122,7 @@ def simulate(
         "centers": result.centers.tolist(),
         "ball_centers": result.ball_centers.tolist(),
         "diagnostics": result.diagnostics,
+        "quality": result.quality,
         "privacy": result.privacy,
         "config": {
             "levels": cfg.levels,

@@ -11,13 +11,15 @@ from numpy.typing import NDArray
 
 @dataclass
 class ClusteringResult:
-    """Centers in the original space and in the unit ball, sizes, privacy, diagnostics."""
+    """Centers in the original space and in the unit ball, sizes, privacy,
+    diagnostics, and the verdict in words and fields (``quality``)."""
 
     centers: NDArray[np.float64]
     ball_centers: NDArray[np.float64]
     sizes: NDArray[np.float64]
     privacy: dict[str, Any]
     diagnostics: dict[str, Any] = field(default_factory=dict)
+    quality: dict[str, Any] = field(default_factory=dict)
 
 
 A = TypeVar("A", contravariant=True)

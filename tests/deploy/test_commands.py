@@ -18,7 +18,7 @@ def test_simulate_json_has_exactly_the_documented_keys(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert set(out) == {
         "normalized_objective", "nonprivate_objective", "trivial_objective", "n", "d", "k", "eps",
-        "encoder", "encoder_requested", "model", "encode_seconds", "decode_seconds", "peak_rss_mb", "centers", "privacy", "certificate",
+        "encoder", "encoder_requested", "model", "encode_seconds", "decode_seconds", "peak_rss_mb", "centers", "privacy", "certificate", "quality",
     }
     assert out["n"] == 3000 and len(out["centers"]) == 2
     assert out["encoder_requested"] == "auto" and out["encoder"] == "lsh"  # d=5: the rule's lsh

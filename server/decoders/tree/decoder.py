@@ -49,6 +49,7 @@ from shoal.common.public_random import PublicRandomness
 from shoal.common.threats import local_guarantee, shuffled_guarantee
 from shoal.common.tree_round import RoundConfig
 from shoal.server.decoders.kmeans import assign, weighted_kmeans
+from shoal.server.decoders.quality import tree_quality
 from shoal.server.decoders.result import ClusteringResult
 from shoal.server.decoders.tree.accumulate import LevelAccumulator
 from shoal.server.decoders.tree.consistency import tree_blue
@@ -117,7 +118,8 @@ class TreeDecoder:
             v0, s0 = vo.sums(0, root_key)
             mean = clip_to_ball(v0 / n)
             centers = np.repeat(mean, cfg.k, axis=0)
-            diag.update(tree_nodes=1, coreset_points=0, note="levels=0: private mean only")
+            diag.update(tree_nodes=1, coreset_points=0, note="levels=0: private mean only",
+                        mean_noise=cfg.dim * float(np.asarray(s0).ravel()[0]) / n**2)
             return self._result(cfg, centers, np.full(cfg.k, n / cfg.k), diag, t0)
 
         fo = FrequencyOracle(accumulator, public)
@@ -301,4 +303,5 @@ class TreeDecoder:
             sizes=sizes,
             privacy=privacy_statement(cfg),
             diagnostics=diag,
+            quality=tree_quality(cfg, ball, diag),
         )

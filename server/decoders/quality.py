@@ -1,0 +1,82 @@
+"""A verdict with every tree result (issue 16, item 2): what the answer is, in
+words and fields, from the decoder's own noise estimates only.
+
+A round can "succeed" (HTTP 200, exit 0) and still be the private mean in k
+copies, or k centers of which several coincide. The verdict says which of
+three answers the round gave, how many distinct centers it holds, and the
+expected error of each center in the user's units, so that a weak result is
+never mistaken for a good one:
+
+- ``mean-only round``: ``derive_config`` found that no cluster of n/k devices
+  could be located (levels = 0), so every device estimated the mean;
+- ``private mean``: the tree was built, but the certificate (``safety.certify``)
+  could not show its centers beat the private mean; the mean is one center and
+  the others are the tree's guesses;
+- ``clusters``: the certificate showed the answer beats the mean.
+
+Everything here is post-processing of the decoder's noisy estimates: no
+privacy cost, no access to the data.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from shoal.common.tree_round import RoundConfig
+
+# Centers closer than this (unit ball) are reported as one.
+DISTINCT_TOL = 1e-9
+
+
+def distinct_centers(ball: NDArray[np.float64]) -> int:
+    """How many different centers (up to DISTINCT_TOL in the unit ball)."""
+    keys = np.round(np.asarray(ball, dtype=np.float64) / DISTINCT_TOL).astype(np.int64)
+    return int(np.unique(keys, axis=0).shape[0])
+
+
+def tree_quality(cfg: RoundConfig, ball: NDArray[np.float64], diag: dict[str, Any]) -> dict[str, Any]:
+    """The verdict of one decoded tree round (module docstring)."""
+    scale = cfg.bound.scale
+    distinct = distinct_centers(ball)
+    mean_noise = diag.get("mean_noise")
+    out: dict[str, Any] = {
+        "k": cfg.k,
+        "distinct_centers": distinct,
+        "mean_error": None if mean_noise is None else math.sqrt(max(float(mean_noise), 0.0)) * scale,
+        "center_errors": None,
+        "units": "the original space (the public bound's scale)",
+    }
+    noise = diag.get("center_noise")
+    if noise is not None:
+        out["center_errors"] = [math.sqrt(max(float(v), 0.0)) * scale for v in noise]
+    cert = diag.get("certificate") or {}
+    if cfg.levels == 0:
+        out["answer"] = "mean-only round"
+        out["clusters_found"] = False
+        out["verdict"] = (
+            f"mean-only round: at eps={cfg.epsilon:.3g} with {cfg.n_expected} devices expected, no cluster of "
+            f"n/k devices could be located, so every device estimated the mean and all {cfg.k} centers are that "
+            "private mean. More devices, a larger eps or a smaller k would let a tree be built.")
+    elif cert.get("answer") == "private mean":
+        out["answer"] = "private mean"
+        out["clusters_found"] = False
+        out["verdict"] = (
+            f"no clusters shown: the tree's centers could not be shown to beat the private mean (estimated gain "
+            f"{cert.get('gain', 0.0):.3g} against a noise sd of {cert.get('gain_sd', 0.0):.3g}), so center "
+            f"{cert.get('mean_center', 0)} is the private mean and the other {cfg.k - 1} are the tree's guesses. "
+            "Treat this as a one-center answer; the cost is never above the mean's alone.")
+    else:
+        out["answer"] = "clusters"
+        out["clusters_found"] = True
+        errs = out["center_errors"]
+        typical = "" if not errs else f"; typical center error {float(np.median(errs)):.3g}"
+        gain = cert.get("gain")
+        shown = "" if gain is None else f", shown better than the private mean by {gain / max(cert['gain_sd'], 1e-300):.1f} noise sds"
+        out["verdict"] = f"{distinct} distinct centers of {cfg.k} asked{shown}{typical} (original units)."
+    if distinct < cfg.k and out["answer"] == "clusters":
+        out["verdict"] += f" {cfg.k - distinct} center(s) repeat others: the data or the noise supports only {distinct}."
+    return out
