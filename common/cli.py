@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from shoal.common.errors import ShoalError
+
 # verb -> (module that owns it, one-line help, the extra it needs)
 VERBS: dict[str, tuple[str, str, str]] = {
     "client": ("shoal.client.cli", "device-side commands (report one point for a round)", ""),
@@ -84,6 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with _extra_for(args.verb):
             rc: int = component(args.verb).run(args)
+    except ShoalError as exc:
+        # A user's mistake (bad parameter, unreadable file, refused round): one
+        # line and exit 2, never a traceback. Library errors are mapped here,
+        # once, for every verb.
+        print(f"shoal {args.verb}: {exc}", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         # The reader went away (``shoal simulate ... | head``): not an error of
         # ours, and no traceback. Python's documented recipe: point stdout at

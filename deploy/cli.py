@@ -11,8 +11,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 
 def build_parser(verb: str) -> argparse.ArgumentParser:
     if verb == "simulate":
@@ -100,12 +98,10 @@ def _simulate(args: argparse.Namespace) -> int:
     from shoal.common.bounds import PublicBound
     from shoal.common.errors import ShoalError
     from shoal.common.refine_round import refine_share
+    from shoal.deploy.datasets import load_points
     from shoal.deploy.simulate import format_centers, simulate_rounds
 
-    points = np.load(args.data)
-    if points.ndim != 2:
-        print(f"shoal simulate: {args.data} must hold an (n, d) array, got shape {points.shape}", file=sys.stderr)
-        return 2
+    points = load_points(args.data)  # a ConfigError becomes one line and exit 2 (common/cli.main)
     if args.model == "local" and (args.delta is not None or args.min_batch is not None or args.refine):
         print("shoal simulate: --delta, --min-batch and --refine belong to --model shuffle", file=sys.stderr)
         return 2

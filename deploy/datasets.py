@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shoal.common.bounds import PublicBound, clip_to_ball
+from shoal.common.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -92,3 +93,18 @@ def load_uber(data_dir: Path) -> Dataset:
         rows = list(csv.reader(f))
     x = np.array([[float(r[1]), float(r[2])] for r in rows[1:]])
     return Dataset("uber", x, 10, PublicBound(low=(40.4, -74.4), high=(41.2, -73.6)))
+
+
+def load_points(path: str | Path) -> NDArray[np.float64]:
+    """A user's (n, d) points from a .npy file, or a ConfigError that says
+    what is wrong with it (issue 16: a typo ended in a traceback)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"no such data file: {p} (a built-in dataset name, or an .npy file of shape (n, d))")
+    try:
+        x = np.load(p, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{p} is not a readable .npy array: {exc}") from None
+    if x.ndim != 2 or x.shape[0] < 1 or not np.issubdtype(x.dtype, np.number):
+        raise ConfigError(f"{p} must hold a non-empty numeric (n, d) array, got shape {x.shape} of {x.dtype}")
+    return np.asarray(x, dtype=np.float64)

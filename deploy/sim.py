@@ -31,10 +31,18 @@ import numpy as np
 
 from shoal.client.kinds import device_kind
 from shoal.common.envelope import seal
+from shoal.common.errors import ConfigError
 from shoal.common.kinds import kind_name, parse_config
 from shoal.common.messages import sealed_share_parts
 from shoal.common.signing import config_digest
-from shoal.deploy.datasets import Dataset, city_locations, load_letter, load_uber, paper_mixture
+from shoal.deploy.datasets import (
+    Dataset,
+    city_locations,
+    load_letter,
+    load_points,
+    load_uber,
+    paper_mixture,
+)
 from shoal.deploy.simulate import format_centers, nonprivate_objective
 from shoal.server.decoders.kmeans import kmeans_cost
 from shoal.server.edge.settings import is_loopback
@@ -56,10 +64,15 @@ def _dataset(args: argparse.Namespace) -> Dataset:
     if name == "gauss":
         return paper_mixture(args.users, d=10, k=args.k or 5, seed=args.seed)
     if name in ("uber", "letter"):
-        ds = (load_uber if name == "uber" else load_letter)(args.data_dir)
+        try:
+            ds = (load_uber if name == "uber" else load_letter)(args.data_dir)
+        except FileNotFoundError as exc:
+            raise ConfigError(f"dataset {name} needs {exc.filename}: point --data-dir at the folder that holds it") from None
         idx = np.random.default_rng(args.seed).permutation(ds.points.shape[0])[: args.users]
         return Dataset(ds.name, ds.points[idx], ds.k, ds.bound)
-    points = np.load(name)
+    if not Path(name).is_file():
+        raise ConfigError(f"unknown dataset {name!r}: city | gauss | uber | letter | FILE.npy")
+    points = load_points(name)
     from shoal.common.bounds import PublicBound
 
     return Dataset(Path(name).stem, points[: args.users], args.k or 5, PublicBound(radius=args.radius))

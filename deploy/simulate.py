@@ -202,6 +202,8 @@ def simulate_rounds(
     points = np.asarray(points, dtype=np.float64)
     n = points.shape[0]
     bound = bound if bound is not None else PublicBound(radius=1.0)
+    if not (np.isfinite(epsilon) and epsilon > 0):
+        raise ConfigError(f"epsilon must be finite and > 0, got {epsilon}")
     if refine_epsilon and model != "shuffle":
         raise ConfigError("a refine round runs through the shuffler: it needs model='shuffle'")
     if not 0 <= refine_epsilon < epsilon:

@@ -155,3 +155,33 @@ def test_simulate_says_which_encoder_auto_chose(tmp_path, capsys):
     np.save(path, paper_mixture(2000, d=5, k=2, seed=0).points)
     assert main(["simulate", "--data", str(path), "--k", "2", "--eps", "4"]) == 0
     assert "encoder=lsh (auto) model=local" in capsys.readouterr().out
+
+
+def test_a_missing_data_file_is_one_line_and_exit_2(tmp_path, capsys):
+    assert main(["simulate", "--data", str(tmp_path / "nope.npy"), "--k", "2", "--eps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("shoal simulate: no such data file:") and "Traceback" not in err
+
+
+def test_a_file_that_is_not_an_array_is_one_line_and_exit_2(tmp_path, capsys):
+    path = tmp_path / "x.npy"
+    path.write_text("lat,lon\n1,2\n")
+    assert main(["simulate", "--data", str(path), "--k", "2", "--eps", "1"]) == 2
+    assert "is not a readable .npy array" in capsys.readouterr().err
+
+
+def test_a_zero_epsilon_names_epsilon(tmp_path, capsys):
+    path = tmp_path / "x.npy"
+    np.save(path, paper_mixture(1000, d=5, k=2, seed=0).points)
+    assert main(["simulate", "--data", str(path), "--k", "2", "--eps", "0"]) == 2
+    assert "epsilon must be finite and > 0, got 0.0" in capsys.readouterr().err
+
+
+def test_sim_names_the_datasets_it_knows(capsys):
+    assert main(["sim", "--dataset", "cty", "--users", "10"]) == 2
+    assert "unknown dataset 'cty': city | gauss | uber | letter | FILE.npy" in capsys.readouterr().err
+
+
+def test_sim_says_where_a_real_dataset_was_looked_for(tmp_path, capsys):
+    assert main(["sim", "--dataset", "uber", "--users", "10", "--data-dir", str(tmp_path)]) == 2
+    assert "point --data-dir at the folder" in capsys.readouterr().err
