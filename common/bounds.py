@@ -106,6 +106,24 @@ class PublicBound:
         return y * self.scale + self._mid(y.shape[1])
 
 
+def parse_box(text: str, dim: int) -> PublicBound:
+    """A box from the command line: ``LOW,..:HIGH,..`` with one number per
+    feature, or one number on a side for every feature (``0:100``)."""
+    try:
+        low_s, high_s = text.split(":")
+        low = [float(v) for v in low_s.split(",")]
+        high = [float(v) for v in high_s.split(",")]
+    except ValueError:
+        raise ConfigError(f"a box is LOW,..:HIGH,.. (or LOW:HIGH for every feature), got {text!r}") from None
+    if len(low) == 1:
+        low = low * dim
+    if len(high) == 1:
+        high = high * dim
+    if len(low) != dim or len(high) != dim:
+        raise ConfigError(f"the box has {len(low)} low and {len(high)} high values; the data has {dim} features")
+    return PublicBound(low=tuple(low), high=tuple(high))
+
+
 def bound_to_dict(bound: PublicBound) -> dict[str, object]:
     """The JSON form published in round configs (tuples as lists)."""
     return {"radius": bound.radius, "low": list(bound.low) if bound.low is not None else None,

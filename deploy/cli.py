@@ -20,7 +20,11 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
         s.add_argument("--eps", required=True, type=float)
         s.add_argument("--encoder", choices=("auto", "lsh", "nettree"), default="auto",
                        help="auto: nettree or lsh by the measured rule of common/encoder_rule.py (the output says which)")
-        s.add_argument("--radius", type=float, default=1.0, help="public L2 bound of the raw points")
+        s.add_argument("--radius", type=float, default=None,
+                       help="public L2 bound of the raw points (from public knowledge, never from the data)")
+        s.add_argument("--box", default=None, metavar="LOW,..:HIGH,..",
+                       help="public per-feature box instead of --radius (LOW:HIGH for every feature; write --box=-1:1 when LOW is negative); without "
+                            "either, radius 1 is used and the fraction of points it clips is printed")
         s.add_argument("--seed", type=int, default=0)
         s.add_argument("--model", choices=("local", "shuffle"), default="local",
                        help="shuffle: --eps/--delta are central; devices randomise at the amplified eps0")
@@ -44,7 +48,10 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
                         help="auto: nettree or lsh by the measured rule of common/encoder_rule.py; sketch: scrambled compressive sketches (local model) or secure-sum sketches (--model shuffle)")
         sm.add_argument("--records-per-device", type=int, default=1,
                         help="sketch, local model: each device sketches this many consecutive points (the paper's n0)")
-        sm.add_argument("--radius", type=float, default=1.0)
+        sm.add_argument("--radius", type=float, default=None,
+                        help="FILE.npy datasets: public L2 bound (default 1, with the clipped fraction printed)")
+        sm.add_argument("--box", default=None, metavar="LOW,..:HIGH,..",
+                        help="FILE.npy datasets: public per-feature box instead of --radius")
         sm.add_argument("--concurrency", type=int, default=50)
         sm.add_argument("--workers", type=int, default=2, help="device processes (httpx clients) sharing --concurrency")
         sm.add_argument("--min-batch", type=int, default=100,
@@ -95,7 +102,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from shoal.common.bounds import PublicBound
+    import numpy as np
+
+    from shoal.common.bounds import bound_to_dict
     from shoal.common.errors import ShoalError
     from shoal.common.refine_round import refine_share
     from shoal.deploy.datasets import load_points
@@ -105,6 +114,7 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.model == "local" and (args.delta is not None or args.min_batch is not None or args.refine):
         print("shoal simulate: --delta, --min-batch and --refine belong to --model shuffle", file=sys.stderr)
         return 2
+    bound = cli_bound(args.radius, args.box, points, "shoal simulate")
     delta = (1e-6 if args.delta is None else args.delta) if args.model == "shuffle" else 0.0
     try:
         if args.refine == "auto":
@@ -116,7 +126,7 @@ def _simulate(args: argparse.Namespace) -> int:
                 print(f"shoal simulate: --refine takes an epsilon or 'auto', got {args.refine!r}", file=sys.stderr)
                 return 2
         result = simulate_rounds(
-            points, k=args.k, epsilon=args.eps, encoder=args.encoder, bound=PublicBound(radius=args.radius),
+            points, k=args.k, epsilon=args.eps, encoder=args.encoder, bound=bound,
             seed=args.seed, model=args.model, delta=delta, min_batch=args.min_batch, refine_epsilon=refine_epsilon,
         )
     except ShoalError as exc:
@@ -130,6 +140,8 @@ def _simulate(args: argparse.Namespace) -> int:
     out["privacy"] = {key: result["privacy"][key] for key in ("model", "device_epsilon", "central_epsilon", "delta")}
     out["certificate"] = result["diagnostics"].get("certificate")
     out["quality"] = result["quality"]
+    out["bound"] = bound_to_dict(bound)
+    out["clipped_fraction"] = float(np.mean(bound.outside(points)))
     for key in ("tree_objective", "refine", "composed"):
         if key in result:
             out[key] = result[key]
@@ -176,6 +188,28 @@ def _bench(args: argparse.Namespace) -> int:
     from shoal.deploy.bench.accuracy import run_bench
 
     return run_bench(args)
+
+
+def cli_bound(radius: float | None, box: str | None, points: Any, prog: str) -> Any:
+    """The public bound a verb was given (--radius or --box), or radius 1 with
+    a line on stderr that says so and how many points it clips (issue 16:
+    silent clipping to the unit ball misled a user). The fraction is of the
+    user's own file, computed here, never published."""
+    import numpy as np
+
+    from shoal.common.bounds import PublicBound, parse_box
+    from shoal.common.errors import ConfigError
+
+    if radius is not None and box is not None:
+        raise ConfigError("give --radius or --box, not both")
+    if box is not None:
+        return parse_box(box, points.shape[1])
+    bound = PublicBound(radius=1.0 if radius is None else radius)
+    if radius is None:
+        frac = float(np.mean(bound.outside(points)))
+        print(f"{prog}: no --radius or --box given: using radius 1, which clips {frac:.1%} of the points. "
+              "Give the data's public range.", file=sys.stderr)
+    return bound
 
 
 def _sim(args: argparse.Namespace) -> int:

@@ -72,10 +72,10 @@ def _dataset(args: argparse.Namespace) -> Dataset:
         return Dataset(ds.name, ds.points[idx], ds.k, ds.bound)
     if not Path(name).is_file():
         raise ConfigError(f"unknown dataset {name!r}: city | gauss | uber | letter | FILE.npy")
-    points = load_points(name)
-    from shoal.common.bounds import PublicBound
+    points = load_points(name)[: args.users]
+    from shoal.deploy.cli import cli_bound
 
-    return Dataset(Path(name).stem, points[: args.users], args.k or 5, PublicBound(radius=args.radius))
+    return Dataset(Path(name).stem, points, args.k or 5, cli_bound(args.radius, args.box, points, "shoal sim"))
 
 
 def wait_healthy(url: str, proc: subprocess.Popen[bytes] | None = None, log: Path | None = None) -> None:

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from shoal.common.bounds import bound_to_dict
 from shoal.common.tree_round import RoundConfig
 
 # Centers closer than this (unit ball) are reported as one.
@@ -49,6 +50,7 @@ def tree_quality(cfg: RoundConfig, ball: NDArray[np.float64], diag: dict[str, An
         "mean_error": None if mean_noise is None else math.sqrt(max(float(mean_noise), 0.0)) * scale,
         "center_errors": None,
         "units": "the original space (the public bound's scale)",
+        "bound": bound_to_dict(cfg.bound),
     }
     noise = diag.get("center_noise")
     if noise is not None:

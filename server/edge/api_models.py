@@ -213,4 +213,4 @@ class ResultOut(BaseModel):
     ball_centers: list[list[float]] | None = None
     quality: dict[str, Any] | None = Field(
         default=None, description="the verdict: answer (clusters | private mean | mean-only round), "
-        "distinct_centers, center_errors and mean_error in original units, and a sentence (README, 'Reading a result')")
+        "distinct_centers, center_errors and mean_error in original units, the public bound, and a sentence (README, 'Reading a result')")

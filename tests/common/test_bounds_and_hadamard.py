@@ -61,3 +61,40 @@ def test_extreme_finite_inputs_map_into_the_ball_without_inf_or_nan(bound, raw):
 def test_a_point_far_outside_a_radius_lands_on_the_boundary_in_its_direction():
     y = PublicBound(radius=0.5).to_ball(np.array([[3e307, -4e307]]))
     assert np.allclose(y, [[0.6, -0.8]])
+
+
+def test_parse_box_reads_one_number_per_feature_or_one_for_all():
+    from shoal.common.bounds import PublicBound, parse_box
+
+    assert parse_box("0,1:2,3", 2) == PublicBound(low=(0.0, 1.0), high=(2.0, 3.0))
+    assert parse_box("-1:1", 3) == PublicBound(low=(-1.0,) * 3, high=(1.0,) * 3)
+
+
+def test_parse_box_rejects_text_without_a_colon():
+    import pytest
+
+    from shoal.common.bounds import parse_box
+    from shoal.common.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="a box is LOW"):
+        parse_box("0,100", 2)
+
+
+def test_parse_box_rejects_an_empty_bound():
+    import pytest
+
+    from shoal.common.bounds import parse_box
+    from shoal.common.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="need finite low < high"):
+        parse_box("1:1", 2)
+
+
+def test_outside_marks_points_a_bound_would_move():
+    import numpy as np
+
+    from shoal.common.bounds import PublicBound
+
+    x = np.array([[0.5, 0.5], [1.5, 0.0], [0.0, -0.1]])
+    assert PublicBound(low=(0.0, 0.0), high=(1.0, 1.0)).outside(x).tolist() == [False, True, True]
+    assert PublicBound(radius=1.0).outside(x).tolist() == [False, True, False]

@@ -18,7 +18,7 @@ def test_simulate_json_has_exactly_the_documented_keys(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert set(out) == {
         "normalized_objective", "nonprivate_objective", "trivial_objective", "n", "d", "k", "eps",
-        "encoder", "encoder_requested", "model", "encode_seconds", "decode_seconds", "peak_rss_mb", "centers", "privacy", "certificate", "quality",
+        "encoder", "encoder_requested", "model", "encode_seconds", "decode_seconds", "peak_rss_mb", "centers", "privacy", "certificate", "quality", "bound", "clipped_fraction",
     }
     assert out["n"] == 3000 and len(out["centers"]) == 2
     assert out["encoder_requested"] == "auto" and out["encoder"] == "lsh"  # d=5: the rule's lsh
@@ -185,3 +185,29 @@ def test_sim_names_the_datasets_it_knows(capsys):
 def test_sim_says_where_a_real_dataset_was_looked_for(tmp_path, capsys):
     assert main(["sim", "--dataset", "uber", "--users", "10", "--data-dir", str(tmp_path)]) == 2
     assert "point --data-dir at the folder" in capsys.readouterr().err
+
+
+def test_simulate_takes_a_box_and_the_result_carries_it(tmp_path, capsys):
+    path = tmp_path / "x.npy"
+    np.save(path, city_locations(3000, seed=0).points)
+    assert main(["simulate", "--data", str(path), "--k", "3", "--eps", "4", "--box", "0,0:100,100", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["bound"] == {"radius": None, "low": [0.0, 0.0], "high": [100.0, 100.0]}
+    assert out["clipped_fraction"] == 0.0
+    assert all(0 <= v <= 100 for c in out["centers"] for v in c)
+
+
+def test_simulate_without_a_bound_says_which_it_used_and_what_it_clipped(tmp_path, capsys):
+    path = tmp_path / "x.npy"
+    np.save(path, city_locations(3000, seed=0).points)
+    assert main(["simulate", "--data", str(path), "--k", "3", "--eps", "4", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "no --radius or --box given: using radius 1, which clips 100.0% of the points" in captured.err
+    assert json.loads(captured.out)["bound"]["radius"] == 1.0
+
+
+def test_simulate_refuses_a_box_of_the_wrong_width(tmp_path, capsys):
+    path = tmp_path / "x.npy"
+    np.save(path, city_locations(300, seed=0).points)
+    assert main(["simulate", "--data", str(path), "--k", "3", "--eps", "4", "--box", "0,0,0:1,1,1"]) == 2
+    assert "the box has 3 low and 3 high values; the data has 2 features" in capsys.readouterr().err

@@ -36,6 +36,7 @@ def test_found_clusters_come_with_their_errors_in_original_units():
     assert q["answer"] == "clusters" and q["clusters_found"]
     assert q["distinct_centers"] == ds.k and f"{ds.k} distinct centers of {ds.k}" in q["verdict"]
     assert q["mean_error"] is not None and 0 < q["mean_error"] < 0.03 * ds.bound.scale
+    assert q["bound"] == {"radius": None, "low": [0.0, 0.0], "high": [100.0, 100.0]}
 
 
 def test_center_errors_scale_with_the_public_bound():
