@@ -113,12 +113,15 @@ class Services:
         try:
             port = free_port()
             self.server_url = f"http://127.0.0.1:{port}"
-            self._spawn("server", ["--port", str(port), "--db", f"sqlite:///{self.tmp.name}/server.db"])
-            wait_healthy(self.server_url, self.procs[-1], self.logs[-1])
             self.shuffler_url: str | None = None
             if via_shuffler:
                 sport = free_port()
                 self.shuffler_url = f"http://127.0.0.1:{sport}"
+                # The server relays the operator's pending/flush to it (POST /rounds/{id}/flush).
+                self.env["SHOAL_SHUFFLER_URL"] = self.shuffler_url
+            self._spawn("server", ["--port", str(port), "--db", f"sqlite:///{self.tmp.name}/server.db"])
+            wait_healthy(self.server_url, self.procs[-1], self.logs[-1])
+            if self.shuffler_url is not None:
                 # The operator pins the server's identity on the shuffler (out of band: here, from the server it started).
                 self.server_key = httpx.get(self.server_url + "/server-key", timeout=10).json()["fingerprint"]
                 self._spawn("shuffler", ["--server-url", self.server_url, "--port", str(sport), "--server-key",
@@ -339,8 +342,22 @@ def run_sim(args: argparse.Namespace) -> int:
             # Let the forwarder drain, then flush: the remainder is released only
             # if it is itself >= min_batch (smaller tails stay in the buffer).
             time.sleep(1.0)
-            httpx.post(f"{shuffler_url}/rounds/{rid}/flush", headers={"Authorization": f"Bearer {shuffler_token}"}, timeout=600)
+            # The operator's path when the server knows the shuffler (services we started); else the shuffler's own.
+            flush_url, held_url, who = ((f"{server_url}/rounds/{rid}/flush", f"{server_url}/rounds/{rid}/pending", op)
+                                        if services else
+                                        (f"{shuffler_url}/rounds/{rid}/flush", f"{shuffler_url}/rounds/{rid}",
+                                         {"Authorization": f"Bearer {shuffler_token}"}))
+            httpx.post(flush_url, headers=who, timeout=600)
         received = httpx.get(server_url + f"/rounds/{rid}", timeout=10).json()["reports"]
+        pending = None
+        if args.via_shuffler and shuffler_url:
+            held = httpx.get(held_url, headers=who, timeout=30)
+            if held.status_code == 200:
+                pending = held.json()
+                if pending["pending"] and not args.json:
+                    print(f"shoal sim: {pending['pending']} message(s) stay in the shuffler, below its batch threshold "
+                          f"{pending['threshold']} (never released alone: a smaller batch would break the round's "
+                          "central guarantee)", file=sys.stderr)
         t = time.perf_counter()
         r = httpx.post(server_url + f"/rounds/{rid}/cluster", headers=op, timeout=600)
         if r.status_code >= 400:
@@ -358,7 +375,8 @@ def run_sim(args: argparse.Namespace) -> int:
             "nonprivate_objective": nonprivate_objective(ball, k),
             "trivial_objective": kmeans_cost(ball, ball.mean(0, keepdims=True)) / n,
             "reports_per_second": n / send_s, "send_seconds": send_s, "decode_seconds": decode_s,
-            "centers": res["centers"],
+            "centers": res["centers"], "quality": res.get("quality"),
+            "pending_in_shuffler": None if pending is None else pending["pending"],
         }
         if args.refine and shuffler_url:
             out["refine"] = _refine(args, ds, rid, server_url, shuffler_url, op, shuffler_token, ball)
@@ -368,7 +386,11 @@ def run_sim(args: argparse.Namespace) -> int:
             print(f"shoal sim: {len(bodies)} devices ({n} points), dataset {ds.name}, d={d} k={k} eps={args.eps} {encoder}"
                   f"{' (auto)' if args.encoder == 'auto' else ''}, "
                   f"{'via shuffler (min batch ' + str(args.min_batch) + ')' if args.via_shuffler else 'direct'}")
-            print(f"  received {received} reports, {failures} devices failed; {out['reports_per_second']:.0f} reports/s; decode {decode_s:.1f} s")
+            held_line = "" if pending is None else f", {pending['pending']} pending in the shuffler"
+            print(f"  received {received} reports{held_line}, {failures} devices failed; "
+                  f"{out['reports_per_second']:.0f} reports/s; decode {decode_s:.1f} s")
+            if res.get("quality"):
+                print(f"  verdict: {res['quality']['verdict']}")
             pr = res["privacy"]
             device_eps = "none (secure sum)" if pr["device_epsilon"] is None else f"{pr['device_epsilon']:.3f}"
             print(f"  privacy: model {pr['model']}, device eps {device_eps}, "

@@ -358,6 +358,26 @@ def create_app(settings: ShufflerSettings) -> FastAPI:
             raise HTTPException(status_code=502, detail=f"the batch is formed but the server did not take it "
                                 f"yet (it will be re-sent unchanged): {exc}") from exc
 
+    @app.get("/rounds/{round_id}")
+    def pending(round_id: RoundId, authorization: Annotated[str | None, Header()] = None) -> dict[str, object]:
+        """What the shuffler holds for a round (issue 16: devices seemed to vanish
+        when a tail below min_batch stayed here). Shuffler token only: the
+        operator's view of the mixing, not the devices'."""
+        if not _bearer_ok(authorization, settings.token):
+            raise HTTPException(status_code=403, detail="reading a round's buffer needs the shuffler token")
+        n = buffer.count(round_id)
+        try:
+            need = forwarder.threshold(round_id)
+        except UnknownRound as exc:
+            raise HTTPException(status_code=404, detail=str(exc)) from exc
+        except (httpx.HTTPError, RuntimeError) as exc:
+            raise HTTPException(status_code=502, detail=f"cannot read the round's config: {exc}") from exc
+        formed = buffer.has_formed(round_id)
+        return {"round_id": round_id, "pending": n, "threshold": need, "batch_formed": formed,
+                "releasable": formed or n >= need,
+                "note": "messages below the threshold stay here until more arrive: a smaller batch would break the "
+                        "round's central guarantee"}
+
     @app.delete("/rounds/{round_id}", status_code=204)
     def forget(round_id: RoundId, authorization: Annotated[str | None, Header()] = None) -> None:
         """Drop everything about a round (its member-hash key first): nothing of it remains."""

@@ -57,6 +57,7 @@ class Settings:
     header_seconds: float = 10.0
     report_retention_days: float = 0.0
     body_seconds: float = 30.0
+    shuffler_url: str = ""
 
     def __post_init__(self) -> None:
         if not self.operator_token or not self.shuffler_token:
@@ -80,6 +81,8 @@ class Settings:
             raise ConfigError(f"SHOAL_REPORT_RETENTION_DAYS={self.report_retention_days} must be >= 0")
         if self.decode_memory_bytes < 1 << 20:
             raise ConfigError(f"SHOAL_DECODE_MEMORY_BYTES={self.decode_memory_bytes} is below 1 MiB")
+        if self.shuffler_url and not self.shuffler_url.startswith(("http://", "https://")):
+            raise ConfigError(f"SHOAL_SHUFFLER_URL must be an http(s) URL, got {self.shuffler_url!r}")
         if self.max_batch < 1 or self.max_body_bytes < 1024:
             raise ConfigError(f"bad limits: max_batch={self.max_batch}, max_body_bytes={self.max_body_bytes}")
 
@@ -103,4 +106,5 @@ def load_settings(host: str = "127.0.0.1", db_url: str | None = None) -> Setting
         header_seconds=env_number(env, "SHOAL_HEADER_SECONDS", "10", float),
         report_retention_days=env_number(env, "SHOAL_REPORT_RETENTION_DAYS", "0", float),
         body_seconds=env_number(env, "SHOAL_BODY_SECONDS", "30", float),
+        shuffler_url=env.get("SHOAL_SHUFFLER_URL", "").rstrip("/"),
     )

@@ -31,9 +31,21 @@ def test_batches_are_released_only_from_min_batch_on(server, shuffler):
     assert httpx.get(server.url + f"/rounds/{rid}").json()["reports"] == 0
     r = httpx.post(url + f"/rounds/{rid}/flush", headers={"Authorization": f"Bearer {server.shuffler}"})
     assert r.status_code == 409 and "below min_batch" in r.text
+    held = httpx.get(url + f"/rounds/{rid}", headers={"Authorization": f"Bearer {server.shuffler}"})
+    assert held.status_code == 200
+    assert held.json() | {"note": ""} == {"round_id": rid, "pending": 19, "threshold": 20, "batch_formed": False,
+                                         "releasable": False, "note": ""}
     httpx.post(url + f"/rounds/{rid}/messages", json=sealed.body(19), headers={"X-Device-Token": toks[19]})
     assert _wait_reports(server, rid, 20)
     assert _wait_until(lambda: _buffered(db) == 0)
+    assert httpx.get(url + f"/rounds/{rid}", headers={"Authorization": f"Bearer {server.shuffler}"}).json()["pending"] == 0
+
+
+def test_a_rounds_buffer_is_read_only_with_the_shuffler_token(server, shuffler):
+    url, _, _ = shuffler
+    rid, _ = _sealed_messages(server, 2)
+    assert httpx.get(url + f"/rounds/{rid}").status_code == 403
+    assert httpx.get(url + f"/rounds/{rid}", headers={"Authorization": "Bearer " + "x" * 24}).status_code == 403
 
 
 def test_one_message_per_device_per_round(server, shuffler):

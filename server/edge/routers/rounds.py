@@ -1,11 +1,16 @@
-"""/rounds: create, list, inspect, configure, cluster, results, delete."""
+"""/rounds: create, list, inspect, configure, cluster, results, delete, and the
+shuffler's buffer of a round (pending, flush) through the server."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from typing import Any
+
+import httpx
+from fastapi import APIRouter, HTTPException, Response
+from fastapi.responses import JSONResponse
 
 from shoal.server.edge.api_models import CreateRoundIn, RefineIn, ResultOut, RoundOut
-from shoal.server.edge.deps import Operator, Service
+from shoal.server.edge.deps import Operator, ServerSettings, Service
 from shoal.server.storage.store import RoundRow
 
 router = APIRouter(prefix="/rounds", tags=["rounds"])
@@ -72,3 +77,39 @@ def result(round_id: str, service: Service) -> ResultOut:
 def delete_round(round_id: str, service: Service, _: Operator) -> Response:
     service.delete(round_id)
     return Response(status_code=204)
+
+
+def _ask_shuffler(method: str, round_id: str, path: str, settings: Any) -> JSONResponse:
+    """Relay an operator's question about a round's buffer to the shuffler
+    (issue 16: the flush endpoint was undocumented and only at the shuffler).
+    The server authenticates with the shuffler token it already shares."""
+    if not settings.shuffler_url:
+        raise HTTPException(status_code=409, detail="this server knows no shuffler: start it with SHOAL_SHUFFLER_URL "
+                            "(or ask the shuffler directly with its token)")
+    try:
+        r = httpx.request(method, f"{settings.shuffler_url}/rounds/{round_id}{path}", timeout=600,
+                          headers={"Authorization": f"Bearer {settings.shuffler_token}"})
+    except httpx.HTTPError as exc:
+        raise HTTPException(status_code=502, detail=f"the shuffler at {settings.shuffler_url} did not answer: {exc}") from exc
+    try:
+        body = r.json()
+    except ValueError:
+        body = {"detail": r.text[:500]}
+    status = r.status_code if r.status_code in (200, 404, 409) else 502
+    return JSONResponse(status_code=status, content=body)
+
+
+@router.get("/{round_id}/pending")
+def pending(round_id: str, service: Service, settings: ServerSettings, _: Operator) -> JSONResponse:
+    """What the shuffler still holds for the round: pending messages, its batch
+    threshold, whether they can be released (smaller tails never are)."""
+    service.get(round_id)
+    return _ask_shuffler("GET", round_id, "", settings)
+
+
+@router.post("/{round_id}/flush")
+def flush(round_id: str, service: Service, settings: ServerSettings, _: Operator) -> JSONResponse:
+    """Ask the shuffler to release the round's pending messages now, as one
+    shuffled batch, if there are at least its threshold (409 otherwise)."""
+    service.get(round_id)
+    return _ask_shuffler("POST", round_id, "/flush", settings)

@@ -90,3 +90,22 @@ def test_a_round_without_an_encoder_gets_the_one_auto_chooses(client):
     assert plane.json()["config"]["encoder"] == "nettree"
     space = _create(client, dim=7, n_expected=100_000)
     assert space.json()["config"]["encoder"] == "lsh"
+
+
+def test_flush_through_a_server_that_knows_no_shuffler_says_how_to_configure_it(client):
+    op = {"Authorization": f"Bearer {OP}"}
+    rid = _create(client).json()["id"]
+    r = client.post(f"/rounds/{rid}/flush", headers=op)
+    assert r.status_code == 409 and "SHOAL_SHUFFLER_URL" in r.json()["detail"]
+    assert client.get(f"/rounds/{rid}/pending", headers=op).status_code == 409
+
+
+def test_pending_of_an_unknown_round_is_404_and_needs_the_operator(client):
+    assert client.get("/rounds/nope/pending", headers={"Authorization": f"Bearer {OP}"}).status_code == 404
+    assert client.post("/rounds/nope/flush").status_code == 401
+
+
+def test_a_shuffler_url_that_is_not_http_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="SHOAL_SHUFFLER_URL must be an http"):
+        Settings(db_url=f"sqlite:///{tmp_path}/s.db", operator_token=OP, shuffler_token="s" * 20,
+                 shuffler_url="ftp://x")
