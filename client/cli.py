@@ -29,10 +29,41 @@ def build_parser(verb: str = "client") -> argparse.ArgumentParser:
     rep.add_argument("--allow-no-local-guarantee", action="store_true",
                      help="consent to secure-sum rounds (refine, shuffle-model sketches): their shares carry no "
                           "local DP guarantee, only a central one if the shuffler does not collude")
+    led = clsub.add_parser("ledger", help="what this device has spent, round by round, against its cap")
+    led.add_argument("--ledger", default=str(Path.home() / ".shoal" / "ledger.json"))
+    led.add_argument("--cap", type=float, default=None, help="the cap to compare with (default: the ledger's own)")
+    led.add_argument("--json", action="store_true")
     return cl
 
 
+def _ledger(args: argparse.Namespace) -> int:
+    """Print the device's privacy spend (issue 16: nothing showed a device its budget)."""
+    from shoal.client.ledger import Ledger
+
+    path = Path(args.ledger)
+    stored_cap = json.loads(path.read_text()).get("cap") if path.exists() else None
+    cap = args.cap if args.cap is not None else float(stored_cap or 10.0)
+    ledger = Ledger(path, cap)
+    rounds = [{"round": rid, "guarantee": e.get("guarantee", "local"), "epsilon": e["epsilon"],
+               "central_epsilon": e.get("central_epsilon"), "delta": e.get("delta"), "note": e.get("note", "")}
+              for rid, e in ledger.entries.items()]
+    spent = ledger.spent
+    if args.json:
+        print(json.dumps({"ledger": str(path), "cap": cap, "spent": spent, "left": max(cap - spent, 0.0),
+                          "rounds": rounds}))
+        return 0
+    print(f"shoal client ledger: {path}: spent local eps {spent:g} of cap {cap:g} ({max(cap - spent, 0.0):g} left), "
+          f"{len(rounds)} round(s)")
+    for r in rounds:
+        extra = "" if r["central_epsilon"] is None else f", central ({r['central_epsilon']:g}, {r['delta']:g})"
+        cost = f"local eps {r['epsilon']:g}" if r["guarantee"] == "local" else "no local guarantee (secure sum)"
+        print(f"  {r['round']}: {cost}{extra}{' - ' + r['note'] if r['note'] else ''}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.client_verb == "ledger":
+        return _ledger(args)
     from shoal.client.device import Device
 
     try:

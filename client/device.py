@@ -79,6 +79,12 @@ class Device:
         also be the device's (n0, d) records: one sketch summarises them all."""
         message = self.ledger.message_for(round_id)
         if message is None:
+            # A round that takes no reports costs nothing: ask before the ledger
+            # is charged (issue 16). Once a message is sent it stays charged even
+            # if the server then refuses it: the server has seen it.
+            state = self._request("GET", f"/rounds/{round_id}").json().get("state")
+            if state != "open":
+                raise TransportError(f"round {round_id} is {state}, not open: nothing was sent and nothing charged")
             config, key, digest = self._verified(round_id)
             spend, make = self._plan(round_id, config, key, digest, np.asarray(point, dtype=np.float64))
             message = self.ledger.record(round_id, spend, make)

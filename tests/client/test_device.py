@@ -36,6 +36,15 @@ def test_device_refuses_rounds_beyond_its_cap(server, tmp_path):
     assert httpx.get(server.url + f"/rounds/{b}").json()["reports"] == 0
 
 
+def test_a_closed_round_is_refused_before_the_ledger_is_charged(server, tmp_path):
+    rid = _round(server)
+    assert httpx.post(server.url + f"/rounds/{rid}/close", headers=server.op_headers()).status_code == 200
+    dev = Device(server.url, tmp_path / "ledger.json", cap=5.0)
+    with pytest.raises(TransportError, match="is closed, not open: nothing was sent and nothing charged"):
+        dev.participate(rid, [0.1, 0.2, 0.3])
+    assert dev.ledger.spent == 0.0 and dev.ledger.message_for(rid) is None
+
+
 def test_ledger_survives_restarts(tmp_path):
     led = Ledger(tmp_path / "l.json", cap=4.0)
     led.record("r", Spend("local", 1.5), lambda: "{}")
@@ -118,6 +127,17 @@ def test_client_report_command(server, tmp_path):
         capture_output=True, text=True, check=True,
     )
     assert '"accepted": 1' in out.stdout
+    shown = subprocess.run([sys.executable, "-m", "shoal.common.cli", "client", "ledger", "--ledger",
+                            str(tmp_path / "l.json")], capture_output=True, text=True, check=True).stdout
+    assert "spent local eps 2 of cap 10 (8 left), 1 round(s)" in shown and f"{rid}: local eps 2" in shown
+
+
+def test_client_ledger_of_a_new_device_is_empty(tmp_path, capsys):
+    from shoal.common.cli import main
+
+    assert main(["client", "ledger", "--ledger", str(tmp_path / "none.json"), "--json"]) == 0
+    out = capsys.readouterr().out
+    assert '"spent": 0.0' in out and '"rounds": []' in out
 
 
 def test_client_report_refuses_a_config_under_another_pin_with_a_clear_line(server, tmp_path):
