@@ -19,7 +19,9 @@ and uvicorn are imported where used.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
 import resource
 import secrets
 from typing import TYPE_CHECKING, Any
@@ -204,11 +206,35 @@ def guard(app: FastAPI, max_body_bytes: int, large_slots: int = 2, body_seconds:
     answer_field_errors(app)
 
 
+class _JsonFormatter(logging.Formatter):
+    """One JSON object per line (SHOAL_LOG_JSON=1), for log collectors."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return json.dumps({"time": self.formatTime(record), "level": record.levelname, "logger": record.name,
+                           "message": record.getMessage()})
+
+
+def configure_logging(level: str = "info") -> None:
+    """shoal's own loggers (round events, decode timings, batches) on stderr
+    beside uvicorn's request lines; JSON lines when SHOAL_LOG_JSON=1."""
+    handler = logging.StreamHandler()
+    if os.environ.get("SHOAL_LOG_JSON") == "1":
+        handler.setFormatter(_JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("shoal")
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    root.propagate = False
+
+
 def serve(app: FastAPI, host: str, port: int, log_level: str = "info", header_seconds: float = 10.0) -> None:
     """Run ``app`` under uvicorn (httptools) with a header timeout, after
     raising the soft descriptor limit to the hard one."""
     import uvicorn
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    configure_logging(log_level)
 
     class HeaderTimeout(HttpToolsProtocol):
         """A connection that has not completed a request's line and headers

@@ -119,13 +119,16 @@ class Services:
                 self.shuffler_url = f"http://127.0.0.1:{sport}"
                 # The server relays the operator's pending/flush to it (POST /rounds/{id}/flush).
                 self.env["SHOAL_SHUFFLER_URL"] = self.shuffler_url
-            self._spawn("server", ["--port", str(port), "--db", f"sqlite:///{self.tmp.name}/server.db"])
+            # Problems only: a request line per report would cost the throughput sim measures.
+            self._spawn("server", ["--port", str(port), "--db", f"sqlite:///{self.tmp.name}/server.db",
+                                   "--log-level", "warning"])
             wait_healthy(self.server_url, self.procs[-1], self.logs[-1])
             if self.shuffler_url is not None:
                 # The operator pins the server's identity on the shuffler (out of band: here, from the server it started).
                 self.server_key = httpx.get(self.server_url + "/server-key", timeout=10).json()["fingerprint"]
                 self._spawn("shuffler", ["--server-url", self.server_url, "--port", str(sport), "--server-key",
-                             self.server_key, "--min-batch", str(min_batch), "--db", f"{self.tmp.name}/shuffler.db"])
+                             self.server_key, "--min-batch", str(min_batch), "--db", f"{self.tmp.name}/shuffler.db",
+                             "--log-level", "warning"])
                 wait_healthy(self.shuffler_url, self.procs[-1], self.logs[-1])
         except BaseException:
             self.close()  # a service that did not come up: stop the others, remove the folder

@@ -269,6 +269,7 @@ class Forwarder:
                     self.refused[str(item.get("reason", "unknown"))] += 1
             self.buffer.finish_batch(round_id)
             self.forwarded += len(items)
+            log.info("round %s: released a shuffled batch of %d message(s)", round_id, len(items))
             return len(items)
 
 

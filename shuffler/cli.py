@@ -14,7 +14,8 @@ def build_parser(verb: str = "shuffler") -> argparse.ArgumentParser:
     sh.add_argument("--host", default="127.0.0.1")
     sh.add_argument("--port", type=int, default=8001)
     sh.add_argument("--db", default="shoal-shuffler.db")
-    sh.add_argument("--log-level", default="warning")
+    sh.add_argument("--log-level", default="info",
+                    help="info: request lines and released batches; warning: problems only (SHOAL_LOG_JSON=1 for JSON)")
     sh.add_argument("--server-key", default=None,
                     help="the server identity fingerprint (sha256:...) to verify round configs against; or SHOAL_SERVER_KEY")
     sh.add_argument("--round-check-seconds", type=float, default=60.0,

@@ -12,7 +12,8 @@ def build_parser(verb: str = "server") -> argparse.ArgumentParser:
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=8000)
     sv.add_argument("--db", default=None, help="sqlite:///PATH or postgresql://... (default $SHOAL_DB_URL)")
-    sv.add_argument("--log-level", default="warning")
+    sv.add_argument("--log-level", default="info",
+                    help="info: request lines, round events, decode timings; warning: problems only (SHOAL_LOG_JSON=1 for JSON)")
     return sv
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import secrets
 import threading
 import time
@@ -46,6 +47,8 @@ from shoal.server.rounds.kinds import (
 from shoal.server.rounds.kinds.refine import KIND as REFINE
 from shoal.server.rounds.sealed import Refused, open_items, valid_part
 from shoal.server.storage.store import RoundRow, open_store
+
+log = logging.getLogger("shoal.server.rounds")
 
 
 class RoundStateError(ShoalError):
@@ -121,6 +124,9 @@ class RoundService:
                               f"decode budget of {_gib(budget)} (SHOAL_DECODE_MEMORY_BYTES): lower k, dim, "
                               "n_expected or the tuning, or raise the budget")
         self.store.create_round(round_id, dump_config(kind.name, cfg))
+        log.info("round %s created: kind %s, k=%s, dim=%s, model %s, encoder %s", round_id, kind.name,
+                 getattr(cfg, "k", "?"), getattr(cfg, "dim", "?"), getattr(cfg, "model", "shuffle"),
+                 getattr(cfg, "encoder", kind.name))
         return self.store.get_round(round_id)
 
     def round(self, round_id: str) -> tuple[ServerKind, Any]:
@@ -160,6 +166,7 @@ class RoundService:
             self._require_open(round_id)
             self.store.set_state(round_id, "closed")
             self._states[round_id] = "closed"
+        log.info("round %s closed", round_id)
 
     def delete(self, round_id: str) -> None:
         """Delete a round and its reports in one transaction; refused (409)
@@ -169,6 +176,7 @@ class RoundService:
                 raise RoundStateError(f"round {round_id} is decoding: it can be deleted once the decode ends")
             self._rounds.pop(round_id, None)
             self._states.pop(round_id, None)
+        log.info("round %s deleted with its reports", round_id)
 
     def result(self, round_id: str) -> dict[str, Any]:
         row = self.store.get_round(round_id)
@@ -284,11 +292,16 @@ class RoundService:
             result = kind.decode(cfg, acc, self, round_id)
         except Exception as exc:
             stop.set()
+            log.warning("round %s: decode failed after %.2f s: %s: %s", round_id, time.perf_counter() - t,
+                        type(exc).__name__, exc)
             self._end_decode(round_id, "failed", error=f"{type(exc).__name__}: {exc}")
             raise
         stop.set()
-        self.decode_seconds.append(time.perf_counter() - t)
+        seconds = time.perf_counter() - t
+        self.decode_seconds.append(seconds)
         self._end_decode(round_id, "done", result=result)
+        answer = (result.get("quality") or {}).get("answer", "done")
+        log.info("round %s decoded in %.2f s: %s", round_id, seconds, answer)
         return result
 
     def _end_decode(self, round_id: str, state: str, **kw: Any) -> None:

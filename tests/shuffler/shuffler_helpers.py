@@ -23,7 +23,7 @@ def _spawn_shuffler(server, db, port, min_batch, server_url=None):
     proc = subprocess.Popen(
         [sys.executable, "-m", "shoal.common.cli", "shuffler", "--server-url", server_url or server.url,
          "--port", str(port), "--min-batch", str(min_batch), "--db", db, "--server-key", pin],
-        env=dict(server.env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=dict(server.env), stdout=open(db + ".log", "ab"), stderr=subprocess.STDOUT,  # noqa: SIM115 -- the child holds it
     )
     wait_healthy(f"http://127.0.0.1:{port}", proc)
     return proc

@@ -39,6 +39,8 @@ def test_batches_are_released_only_from_min_batch_on(server, shuffler):
     assert _wait_reports(server, rid, 20)
     assert _wait_until(lambda: _buffered(db) == 0)
     assert httpx.get(url + f"/rounds/{rid}", headers={"Authorization": f"Bearer {server.shuffler}"}).json()["pending"] == 0
+    log = open(db + ".log").read()  # noqa: SIM115
+    assert f"shoal.shuffler: round {rid}: released a shuffled batch of 20 message(s)" in log
 
 
 def test_a_rounds_buffer_is_read_only_with_the_shuffler_token(server, shuffler):
