@@ -128,6 +128,7 @@ def _simulate(args: argparse.Namespace) -> int:
         result = simulate_rounds(
             points, k=args.k, epsilon=args.eps, encoder=args.encoder, bound=bound,
             seed=args.seed, model=args.model, delta=delta, min_batch=args.min_batch, refine_epsilon=refine_epsilon,
+            progress=not args.json,
         )
     except ShoalError as exc:
         print(f"shoal simulate: {exc}", file=sys.stderr)

@@ -43,6 +43,7 @@ from shoal.deploy.datasets import (
     load_uber,
     paper_mixture,
 )
+from shoal.deploy.progress import bar
 from shoal.deploy.simulate import format_centers, nonprivate_objective
 from shoal.server.decoders.kmeans import kmeans_cost
 from shoal.server.edge.settings import is_loopback
@@ -202,12 +203,14 @@ def send_devices(bodies: list[bytes], url_for: list[str], headers: list[dict[str
         procs.append(ctx.Process(target=_send_worker, args=(bodies[sl], url_for[sl], headers[sl],
                                                             max(1, concurrency // workers), sent, failures)))
         procs[-1].start()
+    shown = bar(len(bodies), "devices sent", unit="device") if progress else None
     while any(p.is_alive() for p in procs):
         time.sleep(0.25)
-        if progress:
-            print(f"\r  devices sent: {sent.value}/{len(bodies)}", end="", file=sys.stderr, flush=True)
-    if progress:
-        print(file=sys.stderr)
+        if shown is not None:
+            shown.update(sent.value - shown.n)
+    if shown is not None:
+        shown.update(sent.value - shown.n)
+        shown.close()
     if any(p.exitcode for p in procs):
         raise RuntimeError(f"a device worker process failed: exit codes {[p.exitcode for p in procs]}")
     return int(failures.value)

@@ -27,6 +27,7 @@ from shoal.common.refine_round import (
 )
 from shoal.common.secure_sum import fixed_point, simulated_noise
 from shoal.common.tree_round import EncoderChoice, derive_config
+from shoal.deploy.progress import bar
 from shoal.server.decoders.kmeans import assign, kmeans_cost, weighted_kmeans
 from shoal.server.decoders.tree.accumulate import LevelAccumulator
 from shoal.server.decoders.tree.decoder import TreeDecoder
@@ -82,6 +83,7 @@ def simulate(
     seed: int = 0,
     decoder_options: dict[str, Any] | None = None,
     nonprivate: float | None = None,
+    progress: bool = False,
     **overrides: Any,
 ) -> dict[str, Any]:
     """Run one round in-process; returns the fields of ``shoal simulate --json``.
@@ -95,11 +97,16 @@ def simulate(
     acc = LevelAccumulator(cfg)
     t = time.perf_counter()
     enc = 0.0
+    shown = bar(n, "devices encoded", unit="device") if progress else None
     for lo in range(0, n, CHUNK):
         t1 = time.perf_counter()
         batch = encode_arrays(points[lo : lo + CHUNK], cfg, device_rng, wire=False)
         enc += time.perf_counter() - t1
         acc.add(batch)
+        if shown is not None:
+            shown.update(min(CHUNK, n - lo))
+    if shown is not None:
+        shown.close()
     ingest = time.perf_counter() - t - enc
     t = time.perf_counter()
     result = TreeDecoder(rng=np.random.default_rng(seed), **(decoder_options or {})).decode(acc)
@@ -189,6 +196,7 @@ def simulate_rounds(
     min_batch: int | None = None,
     refine_epsilon: float = 0.0,
     nonprivate: float | None = None,
+    progress: bool = False,
 ) -> dict[str, Any]:
     """``shoal simulate`` in every model: a tree round, optionally followed by a
     refine round (one Lloyd step through secure summation, central model of
@@ -212,7 +220,8 @@ def simulate_rounds(
     shuffle: dict[str, Any] = {}
     if model == "shuffle":
         shuffle = dict(model="shuffle", delta=tree_delta, min_batch=int(min_batch or n))
-    out = simulate(points, k, tree_eps, encoder, bound=bound, seed=seed, nonprivate=nonprivate, **shuffle)
+    out = simulate(points, k, tree_eps, encoder, bound=bound, seed=seed, nonprivate=nonprivate, progress=progress,
+                   **shuffle)
     out["model"] = model
     if not refine_epsilon:
         return out

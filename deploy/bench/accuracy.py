@@ -25,6 +25,7 @@ from shoal.common.local_hashing import LocalHashingParams, optimal_buckets, rand
 from shoal.common.public_random import PublicRandomness
 from shoal.common.tree_round import derive_config, duchi_mean_variance
 from shoal.deploy.datasets import Dataset, load_letter, load_uber, paper_mixture, skewed_box
+from shoal.deploy.progress import bar, say
 from shoal.deploy.simulate import nonprivate_objective, simulate
 from shoal.server.decoders.tree.accumulate import LevelAccumulator
 from shoal.server.decoders.tree.oracles import FrequencyOracle
@@ -263,8 +264,12 @@ def run_bench(args: argparse.Namespace) -> int:
     header = f"machine: {machine()}; seeds per cell: {seeds}"
     print("shoal bench:", header)
     rows: list[dict[str, Any]] = []
+    progress = None
     for seed in range(seeds):
-        for ds in _datasets(args, ns, seed):
+        datasets = _datasets(args, ns, seed)
+        if progress is None:
+            progress = bar(seeds * len(datasets) * len(encs) * len(epss), "bench runs")
+        for ds in datasets:
             if args.smoke and ds.name in ("letter", "uber"):
                 ds = Dataset(ds.name, ds.points[:2000], ds.k, ds.bound)
             reference = nonprivate_objective(ds.bound.to_ball(ds.points), ds.k, seed)
@@ -279,9 +284,12 @@ def run_bench(args: argparse.Namespace) -> int:
                     r["one_center_bound"] = 1.05 * r["trivial_objective"] + duchi_mean_variance(r["d"], eps) / r["n"]
                     r["diagnostics"] = {k: v for k, v in r["diagnostics"].items() if k in ("tree_nodes", "coreset_points")}
                     rows.append(r)
-                    print(f"  {r['dataset']:14s} n={r['n']:>8d} d={r['d']:>3d} k={r['k']:>2d} {enc + ('->' + r['encoder_chosen'] if enc == 'auto' else ''):16s} eps={eps:g} seed={seed}: "
+                    progress.update()
+                    say(f"  {r['dataset']:14s} n={r['n']:>8d} d={r['d']:>3d} k={r['k']:>2d} {enc + ('->' + r['encoder_chosen'] if enc == 'auto' else ''):16s} eps={eps:g} seed={seed}: "
                           f"obj={r['normalized_objective']:.4g} (nonpriv {r['nonprivate_objective']:.3g}, trivial {r['trivial_objective']:.3g}) "
-                          f"enc {r['encode_seconds']:.1f}s dec {r['decode_seconds']:.1f}s rss {r['peak_rss_mb']:.0f}MB", flush=True)
+                          f"enc {r['encode_seconds']:.1f}s dec {r['decode_seconds']:.1f}s rss {r['peak_rss_mb']:.0f}MB")
+    if progress is not None:
+        progress.close()
     oracle = [oracle_bench(2000 if args.smoke else 100_000, e) for e in (1.0, 4.0, 8.0)]
     for o in oracle:
         print(f"  OLH n={o['n']} eps={o['eps']:g}: RMSE/sqrt(n)={o['rmse_over_sqrt_n']:.3f} analytic {o['analytic_over_sqrt_n']:.3f} "

@@ -211,3 +211,32 @@ def test_simulate_refuses_a_box_of_the_wrong_width(tmp_path, capsys):
     np.save(path, city_locations(300, seed=0).points)
     assert main(["simulate", "--data", str(path), "--k", "3", "--eps", "4", "--box", "0,0,0:1,1,1"]) == 2
     assert "the box has 3 low and 3 high values; the data has 2 features" in capsys.readouterr().err
+
+
+def test_simulate_shows_progress_on_a_terminal_and_not_in_a_pipe(tmp_path):
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    path = tmp_path / "x.npy"
+    np.save(path, city_locations(3000, seed=0).points)
+    argv = [sys.executable, "-m", "shoal.common.cli", "simulate", "--data", str(path), "--k", "3", "--eps", "4",
+            "--box", "0:100"]
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: an 80-column terminal, then the command
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+        os.execv(argv[0], argv)
+    out = bytearray()
+    while True:
+        try:
+            data = os.read(fd, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        out.extend(data)
+    os.waitpid(pid, 0)
+    assert b"devices encoded" in out and b"verdict:" in out
+    piped = subprocess.run(argv, capture_output=True, text=True, check=True)
+    assert "devices encoded" not in piped.stderr and "verdict:" in piped.stdout
