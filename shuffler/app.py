@@ -37,6 +37,8 @@ from typing import Annotated
 
 import httpx
 from fastapi import FastAPI, Header, HTTPException, Path, Response
+from fastapi.responses import PlainTextResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from shoal.common.errors import ConfigError
@@ -45,6 +47,7 @@ from shoal.common.http_edge import guard
 from shoal.common.kinds import config_kinds, kind_name
 from shoal.common.signing import TrustError, config_digest, verify_config
 from shoal.shuffler.buffer import Buffer
+from shoal.shuffler.metrics import registry_for
 
 log = logging.getLogger("shoal.shuffler")
 
@@ -302,6 +305,13 @@ def create_app(settings: ShufflerSettings) -> FastAPI:
             raise HTTPException(status_code=429, detail=f"enrolment limit of {settings.enrol_per_minute} tokens "
                                 f"per minute reached; retry in {int(wait) + 1} s", headers={"Retry-After": str(int(wait) + 1)})
         return {"tokens": buffer.enrol(body.count)}
+
+    registry = registry_for(forwarder, buffer)
+
+    @app.get("/metrics", response_class=PlainTextResponse)
+    def metrics() -> Response:
+        """Prometheus text format (``shuffler/metrics.py``)."""
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/healthz")
     def healthz() -> dict[str, object]:

@@ -7,7 +7,7 @@ import logging
 from fastapi import FastAPI
 
 from shoal.common.http_edge import guard
-from shoal.server.edge import http_errors
+from shoal.server.edge import http_errors, metrics
 from shoal.server.edge.routers import health, reports, rounds
 from shoal.server.edge.settings import Settings
 from shoal.server.rounds.service import RoundService, RoundsSettings
@@ -22,6 +22,7 @@ def create_app(settings: Settings) -> FastAPI:
         db_url=settings.db_url, key_path=settings.key_path, decode_lease_seconds=settings.decode_lease_seconds,
         decode_memory_bytes=settings.decode_memory_bytes, report_retention_days=settings.report_retention_days))
 
+    app.state.registry = metrics.install(app, app.state.service)
     guard(app, settings.max_body_bytes, body_seconds=settings.body_seconds)
     http_errors.install(app)
     app.include_router(health.router)

@@ -56,7 +56,7 @@ def test_a_poison_message_in_a_shuffled_batch_costs_only_itself(server, shuffler
     assert health["forwarded"] == 20
     assert health["refused"] == {"undecryptable": 1, "invalid": 2}
     metrics = httpx.get(server.url + "/metrics").text
-    assert 'shoal_reports_rejected_total{reason="sealed"} 3' in metrics
+    assert 'shoal_reports_rejected_total{reason="sealed"} 3.0' in metrics
     assert _reports(server, rid) == 17
 
 

@@ -39,6 +39,10 @@ def test_batches_are_released_only_from_min_batch_on(server, shuffler):
     assert _wait_reports(server, rid, 20)
     assert _wait_until(lambda: _buffered(db) == 0)
     assert httpx.get(url + f"/rounds/{rid}", headers={"Authorization": f"Bearer {server.shuffler}"}).json()["pending"] == 0
+    metrics = httpx.get(url + "/metrics").text
+    assert "# HELP shoal_shuffler_forwarded_messages" in metrics
+    assert "shoal_shuffler_forwarded_messages_total 20.0" in metrics
+    assert f'shoal_shuffler_pending_messages{{round="{rid}"}} 0.0' in metrics
     log = open(db + ".log").read()  # noqa: SIM115
     assert f"shoal.shuffler: round {rid}: released a shuffled batch of 20 message(s)" in log
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import PlainTextResponse
 
 from shoal.server.edge.deps import Service
@@ -27,21 +27,9 @@ def server_key(service: Service) -> dict[str, str]:
 
 
 @router.get("/metrics", response_class=PlainTextResponse)
-def metrics(service: Service) -> str:
-    m = service.metrics
-    lines = [
-        "# TYPE shoal_reports_accepted_total counter",
-        f"shoal_reports_accepted_total {m['accepted']}",
-        "# TYPE shoal_reports_duplicate_total counter",
-        f"shoal_reports_duplicate_total {m['duplicates']}",
-        "# TYPE shoal_reports_rejected_total counter",
-    ]
-    for reason in ("invalid", "sealed"):
-        lines.append(f'shoal_reports_rejected_total{{reason="{reason}"}} {m["rejected_" + reason]}')
-    d = service.decode_seconds
-    lines += [
-        "# TYPE shoal_decode_seconds summary",
-        f"shoal_decode_seconds_count {len(d)}",
-        f"shoal_decode_seconds_sum {sum(d):.6f}",
-    ]
-    return "\n".join(lines) + "\n"
+def metrics(request: Request) -> Response:
+    """Prometheus text format (``server/edge/metrics.py``): report counters,
+    decode times, rounds by state, reports per live round, request latency."""
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    return Response(generate_latest(request.app.state.registry), media_type=CONTENT_TYPE_LATEST)

@@ -161,8 +161,17 @@ def test_server_stores_no_device_identity(server):
 
 def test_metrics_and_delete(server):
     rnd = _create(server)
-    text = httpx.get(server.url + "/metrics").text
-    assert "shoal_reports_accepted_total" in text
+    httpx.get(server.url + "/rounds/does-not-exist")
+    r = httpx.get(server.url + "/metrics")
+    text = r.text
+    assert r.headers["content-type"].startswith("text/plain; version=")
+    for name in ("shoal_reports_accepted_total", "shoal_reports_rejected_total", "shoal_decode_seconds",
+                 "shoal_rounds", "shoal_round_reports", "shoal_http_request_seconds"):
+        assert f"# HELP {name.removesuffix('_total')}" in text or f"# HELP {name}" in text, name
+    assert 'shoal_rounds{state="open"} 1.0' in text
+    assert f'shoal_round_reports{{round="{rnd["id"]}"}} 0.0' in text
+    # Latency by route template, never by raw path (round ids would explode the label set).
+    assert 'route="/rounds/{round_id}",status="404"' in text and "does-not-exist" not in text
     r = httpx.delete(server.url + f"/rounds/{rnd['id']}", headers=server.op_headers())
     assert r.status_code == 204
     assert httpx.get(server.url + f"/rounds/{rnd['id']}").status_code == 404
