@@ -38,6 +38,7 @@ from typing import Annotated
 import httpx
 from fastapi import FastAPI, Header, HTTPException, Path, Response
 from fastapi.responses import PlainTextResponse
+from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -288,7 +289,7 @@ def create_app(settings: ShufflerSettings) -> FastAPI:
         yield
         forwarder.stop()
 
-    app = FastAPI(title="shoal shuffler", version="0.1.0", lifespan=lifespan)
+    app = FastAPIOffline(title="shoal shuffler", version="0.1.0", lifespan=lifespan)  # docs served locally
     guard(app, settings.max_body_bytes, body_seconds=settings.body_seconds)
     app.state.forwarder = forwarder
     limit = RateLimit(settings.enrol_per_minute)

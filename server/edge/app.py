@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from shoal.common.http_edge import guard
 from shoal.server.edge import http_errors, metrics
@@ -16,7 +17,8 @@ log = logging.getLogger("shoal.server")
 
 
 def create_app(settings: Settings) -> FastAPI:
-    app = FastAPI(title="shoal aggregation server", version="0.1.0")
+    # Swagger UI and ReDoc from files in the wheel, not a CDN (issue 16: /docs was blank offline).
+    app = FastAPIOffline(title="shoal aggregation server", version="0.1.0")
     app.state.settings = settings
     app.state.service = RoundService(RoundsSettings(
         db_url=settings.db_url, key_path=settings.key_path, decode_lease_seconds=settings.decode_lease_seconds,
