@@ -23,6 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shoal.common.accounting import central_guarantee
+from shoal.common.bounds import bound_to_dict
 from shoal.common.errors import DecodeError
 from shoal.common.events import local_epsilon
 from shoal.common.secure_sum import add_shares, decode_total
@@ -34,6 +35,7 @@ from shoal.common.sketch import (
 )
 from shoal.common.sketch_round import SketchRoundConfig
 from shoal.common.threats import local_guarantee, secure_sum_guarantee
+from shoal.server.decoders.quality import sketch_quality
 from shoal.server.decoders.result import ClusteringResult
 from shoal.server.decoders.sketch.clompr import clompr
 
@@ -165,6 +167,7 @@ class SketchDecoder:
             sizes=weights[order] * records,
             privacy=sketch_privacy_statement(cfg),
             diagnostics=diagnostics,
+            quality=sketch_quality(cfg.k, cfg.bound.scale, bound_to_dict(cfg.bound), diagnostics, ball),
         )
 
     @staticmethod

@@ -99,3 +99,22 @@ def test_missing_shares_fail_loudly():
     acc.add_shares(sketch_shares(x, cfg, np.random.default_rng(4)).reshape(-1, 2 * cfg.sketch.size + 1)[1:])
     with pytest.raises(DecodeError, match="missing"):
         SketchDecoder(seed=0).decode(acc)
+
+
+def test_a_sketch_verdict_follows_its_snr():
+    """Many records per device: SNR high, the verdict says clusters. One
+    record per device at eps=0.1: SNR x m/(kd) far below 50, and the verdict
+    says the centers are likely noise instead of returning them silently."""
+    x = _data(50_000)
+    cfg = derive_sketch_round(50_000, 3, 3, 1.0, bound=PublicBound(radius=5.0), seed=2)
+    acc = SketchAccumulator(cfg)
+    acc.add_sketches(sketch_rows(sketch_messages(x, np.full(50, 1000), cfg, np.random.default_rng(1)), cfg.sketch))
+    good = SketchDecoder(seed=0).decode(acc).quality
+    assert good["answer"] == "clusters" and good["snr_times_m_over_kd"] >= 50
+    weak_cfg = derive_sketch_round(2000, 3, 3, 0.1, bound=PublicBound(radius=5.0), seed=2)
+    weak = SketchAccumulator(weak_cfg)
+    weak.add_sketches(sketch_rows(sketch_messages(x[:2000], np.ones(2000, dtype=int), weak_cfg,
+                                                  np.random.default_rng(1)), weak_cfg.sketch))
+    bad = SketchDecoder(seed=0).decode(weak).quality
+    assert bad["snr_times_m_over_kd"] < 50
+    assert bad["answer"] == "unreliable sketch" and not bad["clusters_found"] and "likely noise" in bad["verdict"]
