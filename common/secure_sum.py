@@ -262,6 +262,12 @@ class SecureSumParams:
         """The documented rule (module docstring): sigma, T, q = 2^bits, s.
         ``noise="auto"`` (needs ``l2_norm``) derives both laws and keeps the
         one with the smaller noise_std."""
+        if max_devices is None:
+            max_devices = 100 * min_devices
+        if not (math.isfinite(epsilon) and epsilon > 0) or not 0 < delta < 1:
+            raise ConfigError(f"secure sum needs eps > 0 and delta in (0, 1), got eps={epsilon}, delta={delta}")
+        if scale < 1:
+            raise ConfigError(f"secure sum scale must be >= 1, got {scale}")
         args = dict(l1_norm=l1_norm, max_abs=max_abs, max_nonzero=max_nonzero, epsilon=epsilon, delta=delta,
                     min_devices=min_devices, max_devices=max_devices, scale=scale)
         if noise == "auto":
@@ -279,12 +285,6 @@ class SecureSumParams:
             return cls._derive_gaussian(length, l2_norm=l2_norm, aligned=aligned, **args)  # type: ignore[arg-type]
         if noise != "laplace":
             raise ConfigError(f"secure sum noise must be one of {NOISES + ('auto',)}, got {noise!r}")
-        if max_devices is None:
-            max_devices = 100 * min_devices
-        if not (math.isfinite(epsilon) and epsilon > 0) or not 0 < delta < 1:
-            raise ConfigError(f"secure sum needs eps > 0 and delta in (0, 1), got eps={epsilon}, delta={delta}")
-        if scale < 1:
-            raise ConfigError(f"secure sum scale must be >= 1, got {scale}")
         growth = 1 + math.exp(epsilon)
         sigma = max(MIN_SIGMA, math.ceil(math.log2(2 * growth / delta)))
         sens = 2 * (math.floor(scale * l1_norm) + max_nonzero)
@@ -308,15 +308,10 @@ class SecureSumParams:
         cls, length: int, *, l1_norm: float, max_abs: float, max_nonzero: int, epsilon: float, delta: float,
         min_devices: int, max_devices: int | None, scale: int, l2_norm: float, aligned: bool,
     ) -> SecureSumParams:
-        """Gaussian law: rho from (eps, delta / 2); the largest power-of-two
-        scale <= ``scale`` whose S fits the exact sampler (2^20); T for
-        delta / 4; sigma for delta / 4."""
-        if max_devices is None:
-            max_devices = 100 * min_devices
-        if not (math.isfinite(epsilon) and epsilon > 0) or not 0 < delta < 1:
-            raise ConfigError(f"secure sum needs eps > 0 and delta in (0, 1), got eps={epsilon}, delta={delta}")
-        if scale < 1:
-            raise ConfigError(f"secure sum scale must be >= 1, got {scale}")
+        """Gaussian law (arguments checked by ``derive``): rho from (eps,
+        delta / 2); the largest power-of-two scale <= ``scale`` whose S fits
+        the exact sampler (2^20); T for delta / 4; sigma for delta / 4."""
+        assert max_devices is not None
         growth = 1 + math.exp(epsilon)
         sigma = max(MIN_SIGMA, math.ceil(math.log2(4 * growth / delta)))
         rho = rho_for(epsilon, delta / 2)

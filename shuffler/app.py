@@ -351,17 +351,20 @@ def create_app(settings: ShufflerSettings) -> FastAPI:
             raise HTTPException(status_code=409, detail="this device, or this sealed message, was already submitted for this round")
         return {"accepted": len(raws)}
 
-    @app.post("/rounds/{round_id}/flush")
-    def flush(round_id: RoundId, authorization: Annotated[str | None, Header()] = None) -> dict[str, int]:
-        if not _bearer_ok(authorization, settings.token):
-            raise HTTPException(status_code=403, detail="flush needs the shuffler token")
-        n = buffer.count(round_id)
+    def threshold_or_http(round_id: str) -> int:
+        """The round's batch threshold, or the HTTP error that says why it is unknown."""
         try:
-            need = forwarder.threshold(round_id)
+            return forwarder.threshold(round_id)
         except UnknownRound as exc:
             raise HTTPException(status_code=404, detail=str(exc)) from exc
         except (httpx.HTTPError, RuntimeError) as exc:
             raise HTTPException(status_code=502, detail=f"cannot read the round's config: {exc}") from exc
+
+    @app.post("/rounds/{round_id}/flush")
+    def flush(round_id: RoundId, authorization: Annotated[str | None, Header()] = None) -> dict[str, int]:
+        if not _bearer_ok(authorization, settings.token):
+            raise HTTPException(status_code=403, detail="flush needs the shuffler token")
+        n, need = buffer.count(round_id), threshold_or_http(round_id)
         if n < need and not buffer.has_formed(round_id):
             raise HTTPException(status_code=409, detail=f"only {n} messages buffered, below min_batch {need}")
         try:
@@ -377,13 +380,7 @@ def create_app(settings: ShufflerSettings) -> FastAPI:
         operator's view of the mixing, not the devices'."""
         if not _bearer_ok(authorization, settings.token):
             raise HTTPException(status_code=403, detail="reading a round's buffer needs the shuffler token")
-        n = buffer.count(round_id)
-        try:
-            need = forwarder.threshold(round_id)
-        except UnknownRound as exc:
-            raise HTTPException(status_code=404, detail=str(exc)) from exc
-        except (httpx.HTTPError, RuntimeError) as exc:
-            raise HTTPException(status_code=502, detail=f"cannot read the round's config: {exc}") from exc
+        n, need = buffer.count(round_id), threshold_or_http(round_id)
         formed = buffer.has_formed(round_id)
         return {"round_id": round_id, "pending": n, "threshold": need, "batch_formed": formed,
                 "releasable": formed or n >= need,

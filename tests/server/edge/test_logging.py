@@ -41,29 +41,27 @@ def _one_round(url):
     return rnd["id"]
 
 
-def test_the_server_logs_round_events_and_decode_timings(tmp_path):
-    url, proc, log = _run_server(tmp_path)
+def _logged_round(tmp_path, **env_extra):
+    """One round created, reported and decoded on a server process; its log."""
+    url, proc, log = _run_server(tmp_path, **env_extra)
     try:
         rid = _one_round(url)
     finally:
         proc.terminate()
         proc.wait(timeout=10)
         log.close()
-    text = (tmp_path / "server.log").read_text()
+    return rid, (tmp_path / "server.log").read_text()
+
+
+def test_the_server_logs_round_events_and_decode_timings(tmp_path):
+    rid, text = _logged_round(tmp_path)
     assert f"shoal.server.rounds: round {rid} created: kind tree, k=2, dim=2, model local, encoder nettree" in text
     assert f"round {rid} decoded in" in text
     assert f'"POST /rounds/{rid}/cluster HTTP/1.1" 200' in text  # uvicorn's request line
 
 
 def test_shoal_log_json_writes_one_json_object_per_line(tmp_path):
-    url, proc, log = _run_server(tmp_path, SHOAL_LOG_JSON="1")
-    try:
-        rid = _one_round(url)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        log.close()
-    ours = [json.loads(line) for line in (tmp_path / "server.log").read_text().splitlines()
-            if line.startswith('{"time"')]
+    rid, text = _logged_round(tmp_path, SHOAL_LOG_JSON="1")
+    ours = [json.loads(line) for line in text.splitlines() if line.startswith('{"time"')]
     assert any(r["logger"] == "shoal.server.rounds" and r["message"].startswith(f"round {rid} decoded in")
                for r in ours)
