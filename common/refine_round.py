@@ -6,9 +6,9 @@ itself to its nearest center and contributes, to that center's bucket only,
 its ball point and a count of 1: a vector of k x (d + 1) numbers of which
 d + 1 are non-zero (L1 norm <= sqrt(d) + 1, entries in [-1, 1]). The sums go
 through ``secure_sum`` (split-and-mix in the shuffle model, distributed
-discrete Laplace or, when its noise is smaller (d >= 4 or so: the bucket's
-L2 norm is sqrt(2) against an L1 norm of sqrt(d) + 1), distributed discrete
-Gaussian), so each new center sum / count has near-central error:
+discrete Laplace or, when its noise is smaller (d >= 12 at delta = 1e-8:
+the bucket's L2 norm is sqrt(2) against an L1 norm of sqrt(d) + 1),
+distributed discrete Gaussian), so each new center sum / count has near-central error:
 this is the "bucketized vector summation" step of seed 004 (Sec. 4, Thm. 22
 with the shuffle-model aggregation of Thm. 2 / Appendix C), run as a second
 round on the parent's centers instead of the tree's nodes.
