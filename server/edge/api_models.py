@@ -204,6 +204,26 @@ class SealedBatchIn(BaseModel):
     sealed: list[str] = Field(min_length=1, description="base64 sealed messages")
 
 
+class QualityOut(BaseModel):
+    """The verdict of a decoded round (``server/decoders/quality.py``; README, "Reading a result")."""
+
+    answer: Literal["clusters", "private mean", "mean-only round", "unreliable sketch"] = Field(
+        description="clusters: shown better than the private mean (tree) or decoded at a reliable SNR (sketch); "
+                    "private mean: the mean is one center, the others the tree's guesses; mean-only round: too few "
+                    "devices for the eps and k; unreliable sketch: SNR x m/(kd) below the measured failure level")
+    clusters_found: bool
+    verdict: str = Field(description="the answer in one sentence")
+    k: int = Field(description="centers asked for")
+    distinct_centers: int = Field(description="how many of them differ")
+    center_errors: list[float] | None = Field(description="expected error of each center, original units")
+    mean_error: float | None = Field(description="expected error of the private mean, original units")
+    units: str
+    bound: dict[str, Any] = Field(description="the public bound the units come from")
+    snr_times_m_over_kd: float | None = Field(default=None, description="sketch rounds: SNR x m / (k d)")
+    reliable_above: float | None = Field(default=None, description="sketch rounds: measured reliable level")
+    fails_below: float | None = Field(default=None, description="sketch rounds: measured failure level")
+
+
 class ResultOut(BaseModel):
     round_id: str
     centers: list[list[float]]
@@ -211,6 +231,4 @@ class ResultOut(BaseModel):
     privacy: dict[str, Any]
     diagnostics: dict[str, Any]
     ball_centers: list[list[float]] | None = None
-    quality: dict[str, Any] | None = Field(
-        default=None, description="the verdict: answer (clusters | private mean | mean-only round), "
-        "distinct_centers, center_errors and mean_error in original units, the public bound, and a sentence (README, 'Reading a result')")
+    quality: QualityOut | None = Field(default=None, description="the verdict (refine rounds have none)")

@@ -17,7 +17,7 @@ def result_dict(round_id: str, res: ClusteringResult) -> dict[str, Any]:
         "sizes": [float(v) for v in res.sizes],
         "privacy": res.privacy,
         "diagnostics": jsonable(res.diagnostics),
-        "quality": jsonable(res.quality),
+        "quality": jsonable(res.quality) or None,  # a decoder without a verdict says nothing, not {}
     }
 
 

@@ -40,3 +40,13 @@ def test_a_missing_or_wrong_token_keeps_its_status_and_message(client):
     r = client.post("/rounds", json={"k": 2, "dim": 2, "epsilon": 1.0, "n_expected": 100},
                     headers={"Authorization": "Bearer " + "s" * 20})
     assert r.status_code == 403 and r.json()["detail"] == "wrong token for this endpoint"
+
+
+def test_the_result_schema_documents_the_verdict(client):
+    spec = client.get("/openapi.json").json()
+    quality = spec["components"]["schemas"]["QualityOut"]
+    assert set(quality["properties"]["answer"]["enum"]) == {"clusters", "private mean", "mean-only round",
+                                                           "unreliable sketch"}
+    assert {"verdict", "distinct_centers", "center_errors", "mean_error", "bound"} <= set(quality["required"])
+    result = spec["components"]["schemas"]["ResultOut"]["properties"]["quality"]
+    assert {"$ref": "#/components/schemas/QualityOut"} in result["anyOf"]
