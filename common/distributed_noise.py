@@ -25,8 +25,9 @@ total's law is what must be differentially private.
   L2 = 1.4 per bucket) its variance is an order of magnitude below the
   Laplace law's at the same (eps, delta).
 
-Pure math, no I/O. Shares drawn here leave a device (wire values), except
-``simulated_total_noise``, the in-process shortcut for simulations.
+Pure math, no I/O. Shares drawn here leave a device (wire values); the
+in-process shortcut that draws a whole total at once is simulation, and
+lives with it (``deploy/simulate.py``).
 """
 
 from __future__ import annotations
@@ -105,17 +106,3 @@ def gaussian_shares(shape: tuple[int, int], sigma_sq: int, clip: int, rng: np.ra
     """Exact N_Z(0, S) per coordinate, truncated to [-T, T] (``discrete_gaussian``)."""
     return discrete_gaussian(sigma_sq, clip, shape[0] * shape[1], rng).reshape(shape)
 
-
-def simulated_total_noise(noise: str, devices: int, length: int, min_devices: int, alpha: float,
-                          sigma_sq: int, rng: np.random.Generator) -> NDArray[np.int64]:
-    """Simulation only: the total of ``devices`` devices' shares drawn at once
-    (NB(m / n_min) differences for laplace; for gaussian a rounded normal of
-    the same variance m S, which the sum of m >> 1 discrete Gaussians matches
-    to within KLS's tau). Never sent anywhere: a device draws its shares with
-    the functions above."""
-    if noise == "laplace":
-        r, p = devices / min_devices, 1.0 - alpha
-        return (rng.negative_binomial(r, p, size=length) - rng.negative_binomial(r, p, size=length)).astype(np.int64)
-    if noise == "gaussian":
-        return np.rint(rng.normal(0.0, math.sqrt(devices * sigma_sq), size=length)).astype(np.int64)
-    raise ConfigError(f"noise must be one of {NOISES}, got {noise!r}")

@@ -99,7 +99,6 @@ from shoal.common.distributed_noise import (
     gaussian_sigma_sq,
     laplace_shares,
     rho_for,
-    simulated_total_noise,
     zcdp_delta,
 )
 from shoal.common.errors import ConfigError, DecodeError
@@ -372,15 +371,6 @@ def noise_shares(n: int, params: SecureSumParams, rng: np.random.Generator) -> N
     if params.noise == "gaussian":
         return gaussian_shares(shape, params.sigma_sq, params.noise_clip, rng)
     return laplace_shares(shape, params.min_devices, params.alpha, params.noise_clip, rng)
-
-
-def simulated_noise(devices: int, params: SecureSumParams, rng: np.random.Generator) -> NDArray[np.int64]:
-    """Simulation only: the total noise of ``devices`` devices drawn at once
-    (``distributed_noise.simulated_total_noise``); added to the exact sum of
-    their ``fixed_point`` vectors it is what ``decode_total`` would return
-    times ``scale`` (no overflow is possible, module docstring)."""
-    alpha = params.alpha if params.noise == "laplace" else 0.0
-    return simulated_total_noise(params.noise, devices, params.length, params.min_devices, alpha, params.sigma_sq, rng)
 
 
 def encode_devices(

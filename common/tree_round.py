@@ -238,7 +238,7 @@ class RoundConfig:
         vp = self.vec_params
         if vp is None:
             return math.nan
-        return vp.expected_sq_norm * self.k * self.k * 2 / ((1 - self.root_share) * self.n_expected)
+        return center_error(vp.expected_sq_norm, self.k, self.n_expected) / (1 - self.root_share)
 
     @property
     def mean_error(self) -> float:
@@ -311,6 +311,13 @@ LATTICE_ONLY_MAX_DIM = 2
 MEAN_FACTOR = 3.0
 MIN_ROOT_SHARE = 0.05
 MAX_ROOT_SHARE = 0.25
+
+
+def center_error(vector_variance: float, k: int, devices: int) -> float:
+    """Predicted squared error (unit ball) of the center of a cluster of
+    devices / k devices located by vector reports of this variance, spread
+    over the tree's levels: Var k^2 2 / devices."""
+    return vector_variance * k * k * 2 / devices
 
 
 def duchi_mean_variance(dim: int, epsilon: float) -> float:
@@ -424,7 +431,7 @@ def derive_config(
     predicted = 0.0
     if eps_vec > 0:
         var_v = PrivUnitParams.calibrate(dim, eps_vec).expected_sq_norm
-        predicted = var_v * k * k * 2 / n_expected  # before root devices: what the whole population could locate
+        predicted = center_error(var_v, k, n_expected)  # before root devices: what the whole population could locate
     if dim >= 2:
         root_var = PrivUnitParams.calibrate(dim, epsilon).expected_sq_norm
         # The nearer the tree is to locating nothing (predicted -> 1, where the round becomes

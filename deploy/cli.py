@@ -106,9 +106,8 @@ def _simulate(args: argparse.Namespace) -> int:
 
     from shoal.common.bounds import bound_to_dict
     from shoal.common.errors import ShoalError
-    from shoal.common.refine_round import refine_share
     from shoal.deploy.datasets import load_points
-    from shoal.deploy.simulate import format_centers, simulate_rounds
+    from shoal.deploy.simulate import format_centers, refine_epsilon, simulate_rounds
 
     points = load_points(args.data)  # a ConfigError becomes one line and exit 2 (common/cli.main)
     if args.model == "local" and (args.delta is not None or args.min_batch is not None or args.refine):
@@ -117,17 +116,10 @@ def _simulate(args: argparse.Namespace) -> int:
     bound = cli_bound(args.radius, args.box, points, "shoal simulate")
     delta = (1e-6 if args.delta is None else args.delta) if args.model == "shuffle" else 0.0
     try:
-        if args.refine == "auto":
-            refine_epsilon = args.eps * refine_share(points.shape[0], points.shape[1], args.k, args.eps, delta, args.min_batch)
-        else:
-            try:
-                refine_epsilon = float(args.refine or 0.0)
-            except ValueError:
-                print(f"shoal simulate: --refine takes an epsilon or 'auto', got {args.refine!r}", file=sys.stderr)
-                return 2
+        refine_eps = refine_epsilon(args.refine, points, args.k, args.eps, delta, args.min_batch)
         result = simulate_rounds(
             points, k=args.k, epsilon=args.eps, encoder=args.encoder, bound=bound,
-            seed=args.seed, model=args.model, delta=delta, min_batch=args.min_batch, refine_epsilon=refine_epsilon,
+            seed=args.seed, model=args.model, delta=delta, min_batch=args.min_batch, refine_epsilon=refine_eps,
             progress=not args.json,
         )
     except ShoalError as exc:

@@ -25,7 +25,6 @@ from numpy.typing import ArrayLike, NDArray
 
 from shoal.common.bounds import PublicBound
 from shoal.common.errors import ConfigError
-from shoal.common.refine_round import refine_share
 from shoal.server.decoders.kmeans import assign, kmeans_cost
 
 
@@ -82,7 +81,7 @@ class PrivateKMeans:
 
     def fit(self, X: ArrayLike, y: Any = None) -> PrivateKMeans:
         """Run one round on the rows of X (and a refine round if asked)."""
-        from shoal.deploy.simulate import simulate_rounds
+        from shoal.deploy.simulate import refine_epsilon, simulate_rounds
 
         x = np.asarray(X, dtype=np.float64)
         if x.ndim != 2 or x.shape[0] < 1:
@@ -93,12 +92,7 @@ class PrivateKMeans:
             raise ConfigError(f"model must be 'local' or 'shuffle', got {self.model!r}")
         bound = self._bound(x)
         delta = float(self.delta) if self.model == "shuffle" else 0.0
-        refine_eps = 0.0
-        if self.refine == "auto":
-            refine_eps = self.epsilon * refine_share(x.shape[0], x.shape[1], self.n_clusters, self.epsilon, delta,
-                                                     self.min_batch)
-        elif self.refine is not None:
-            refine_eps = float(self.refine)
+        refine_eps = refine_epsilon(self.refine, x, self.n_clusters, self.epsilon, delta, self.min_batch)
         seed = secrets.randbits(32) if self.random_state is None else int(self.random_state)
         out = simulate_rounds(x, self.n_clusters, float(self.epsilon), self.encoder, bound=bound,
                               seed=seed, model=self.model, delta=delta, min_batch=self.min_batch,

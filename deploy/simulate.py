@@ -8,6 +8,7 @@ the unit-ball scale, plus time and memory.
 
 from __future__ import annotations
 
+import math
 import resource
 import time
 from typing import Any
@@ -23,9 +24,10 @@ from shoal.common.refine_round import (
     REFINE_DELTA_SHARE,
     contributions,
     derive_refine,
+    refine_share,
     refined_centers,
 )
-from shoal.common.secure_sum import fixed_point, simulated_noise
+from shoal.common.secure_sum import SecureSumParams, fixed_point
 from shoal.common.tree_round import EncoderChoice, derive_config
 from shoal.deploy.progress import bar
 from shoal.server.decoders.kmeans import assign, kmeans_cost, weighted_kmeans
@@ -141,6 +143,33 @@ def simulate(
     }
 
 
+def simulated_total_noise(devices: int, params: SecureSumParams, rng: np.random.Generator) -> NDArray[np.int64]:
+    """Simulation only, never sent: the total of ``devices`` devices' noise
+    shares drawn at once. Laplace law: NB(m / n_min) differences (sums of NB
+    add their shapes); Gaussian law: a rounded normal of the same variance
+    m S, which the sum of m >> 1 discrete Gaussians matches to within KLS's
+    tau. Devices draw their shares exactly (``secure_sum.noise_shares``);
+    added to the exact sum of their ``fixed_point`` vectors, this is what
+    ``decode_total`` would return times ``scale`` (no overflow is possible)."""
+    if params.noise == "gaussian":
+        return np.rint(rng.normal(0.0, math.sqrt(devices * params.sigma_sq), size=params.length)).astype(np.int64)
+    r, p = devices / params.min_devices, 1.0 - params.alpha
+    return (rng.negative_binomial(r, p, size=params.length)
+            - rng.negative_binomial(r, p, size=params.length)).astype(np.int64)
+
+
+def refine_epsilon(refine: float | str | None, points: NDArray[np.float64], k: int, epsilon: float, delta: float,
+                   min_batch: int | None) -> float:
+    """The refine round's eps: ``None`` none, a number that much, ``"auto"``
+    the share ``refine_round.refine_share`` picks from public parameters."""
+    if refine == "auto":
+        return epsilon * refine_share(points.shape[0], points.shape[1], k, epsilon, delta, min_batch)
+    try:
+        return float(refine or 0.0)
+    except ValueError:
+        raise ConfigError(f"--refine takes an epsilon or 'auto', got {refine!r}") from None
+
+
 def refine_in_process(
     points: NDArray[np.float64],
     parent_ball_centers: NDArray[np.float64],
@@ -153,8 +182,8 @@ def refine_in_process(
 ) -> dict[str, Any]:
     """Run a ``refine`` round in-process: every device's fixed-point vector is
     made as on the device and summed exactly; the total noise of all their
-    shares is drawn at once (``secure_sum.simulated_noise``: the modular sum
-    of the shares is exactly this total, ``tests/common/test_secure_sum.py``).
+    shares is drawn at once (``simulated_total_noise``: the modular sum of
+    the shares is exactly this total, ``tests/common/test_secure_sum.py``).
     Returns the refined ball centers and timings."""
     points = np.asarray(points, dtype=np.float64)
     n = points.shape[0]
@@ -168,7 +197,7 @@ def refine_in_process(
     t = time.perf_counter()
     for lo in range(0, n, chunk):
         ints += fixed_point(contributions(points[lo : lo + chunk], cfg), params, rng).sum(axis=0)
-    sums = (ints + simulated_noise(n, params, rng)).astype(np.float64) / params.scale
+    sums = (ints + simulated_total_noise(n, params, rng)).astype(np.float64) / params.scale
     enc = time.perf_counter() - t
     centers, sizes = refined_centers(sums, cfg)
     return {

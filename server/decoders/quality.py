@@ -91,7 +91,7 @@ SKETCH_RELIABLE = 1000.0
 SKETCH_FAILS = 50.0
 
 
-def sketch_quality(k: int, bound_scale: float, bound: dict[str, Any], diag: dict[str, Any],
+def sketch_quality(k: int, bound: dict[str, Any], diag: dict[str, Any],
                    ball: NDArray[np.float64]) -> dict[str, Any]:
     """The verdict of a sketch round, from its own SNR estimate (seed 002, Sec. 5)."""
     level = diag.get("snr_times_m_over_kd")

@@ -167,7 +167,7 @@ class SketchDecoder:
             sizes=weights[order] * records,
             privacy=sketch_privacy_statement(cfg),
             diagnostics=diagnostics,
-            quality=sketch_quality(cfg.k, cfg.bound.scale, bound_to_dict(cfg.bound), diagnostics, ball),
+            quality=sketch_quality(cfg.k, bound_to_dict(cfg.bound), diagnostics, ball),
         )
 
     @staticmethod
