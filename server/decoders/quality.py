@@ -53,8 +53,13 @@ def tree_quality(cfg: RoundConfig, ball: NDArray[np.float64], diag: dict[str, An
         "bound": bound_to_dict(cfg.bound),
     }
     noise = diag.get("center_noise")
-    if noise is not None:
+    if noise is not None and cfg.eps_vec > 0:
         out["center_errors"] = [math.sqrt(max(float(v), 0.0)) * scale for v in noise]
+    elif noise is not None:
+        # Lattice positions (no vector report): center_noise holds only the
+        # count noise of the cells, not how far a cell's devices sit from its
+        # lattice point, so it would read as ~0. Say nothing rather than that.
+        out["center_errors_note"] = "lattice positions: the within-cell rounding error is not estimated"
     cert = diag.get("certificate") or {}
     if cfg.levels == 0:
         out["answer"] = "mean-only round"

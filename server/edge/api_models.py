@@ -216,6 +216,7 @@ class QualityOut(BaseModel):
     k: int = Field(description="centers asked for")
     distinct_centers: int = Field(description="how many of them differ")
     center_errors: list[float] | None = Field(description="expected error of each center, original units")
+    center_errors_note: str | None = Field(default=None, description="why center_errors is null, when it is")
     mean_error: float | None = Field(description="expected error of the private mean, original units")
     units: str
     bound: dict[str, Any] = Field(description="the public bound the units come from")

@@ -50,3 +50,11 @@ def test_center_errors_scale_with_the_public_bound():
 def test_distinct_centers_counts_repeats_once():
     c = np.array([[0.1, 0.2], [0.1, 0.2], [0.3, 0.0]])
     assert distinct_centers(c) == 2
+
+
+def test_lattice_positions_claim_no_center_error():
+    # d = 2 nettree sends no vector report: its count-only noise would read as ~0 error.
+    ds = city_locations(5000, seed=0)
+    q = simulate(ds.points, ds.k, 4.0, "nettree", bound=ds.bound, seed=0, nonprivate=1.0)["quality"]
+    assert q["center_errors"] is None and "not estimated" in q["center_errors_note"]
+    assert "typical center error" not in q["verdict"]
