@@ -20,6 +20,7 @@ class ClusteringResult:
     privacy: dict[str, Any]
     diagnostics: dict[str, Any] = field(default_factory=dict)
     quality: dict[str, Any] = field(default_factory=dict)
+    picture: dict[str, Any] | None = None  # the coreset to draw under the centers (``common/picture.py``)
 
 
 A = TypeVar("A", contravariant=True)

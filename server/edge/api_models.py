@@ -225,11 +225,49 @@ class QualityOut(BaseModel):
     fails_below: float | None = Field(default=None, description="sketch rounds: measured failure level")
 
 
+class PictureOut(BaseModel):
+    """The private coreset to draw under the centers (``common/picture.py``): post-processing only."""
+
+    axes: list[list[float]] = Field(description="2 x d orthonormal rows: the plot's axes in the original space")
+    origin: list[float] = Field(description="the weighted mean of the coreset, the plot's origin")
+    xy: list[list[float]] = Field(description="the heaviest coreset nodes on the axes")
+    weights: list[float] = Field(description="their noisy counts")
+    nodes: int = Field(description="coreset nodes with positive weight (before keeping the heaviest)")
+    note: str
+
+
+class GuaranteeOut(BaseModel):
+    """One threat's statement (``common/threats.py``)."""
+
+    epsilon: float
+    delta: float
+    against: list[Literal["curious server", "colluding shuffler", "hostile server"]] = Field(
+        description="the adversaries this guarantee holds against")
+    assumes: list[str] = Field(description="what must hold for it")
+    words: str = Field(description="the guarantee in one sentence")
+
+
+class PrivacyOut(BaseModel):
+    """A result's privacy statement, built from the round's event records. The
+    fields every kind has are typed; kind-specific ones (the tree's reports and
+    root share, a shuffle round's batch size and amplification bound, a secure
+    sum's mechanism, a refine round's composition) are kept as they are."""
+
+    model_config = ConfigDict(extra="allow")
+    model: Literal["local", "shuffle", "central"] = Field(description="the trust model of the round")
+    device_epsilon: float | None = Field(description="what one device's messages reveal to whoever reads them "
+                                                     "(null: no local guarantee, a secure sum)")
+    central_epsilon: float = Field(description="the guarantee of the server's view (equal to device_epsilon locally)")
+    delta: float
+    guarantees: list[GuaranteeOut] = Field(description="one statement per threat model, in words")
+
+
 class ResultOut(BaseModel):
     round_id: str
     centers: list[list[float]]
     sizes: list[float]
-    privacy: dict[str, Any]
+    privacy: PrivacyOut
     diagnostics: dict[str, Any]
     ball_centers: list[list[float]] | None = None
     quality: QualityOut | None = Field(default=None, description="the verdict (refine rounds have none)")
+    picture: PictureOut | None = Field(default=None, description="tree rounds: the coreset the dashboard draws")

@@ -5,10 +5,13 @@ from __future__ import annotations
 import logging
 
 from fastapi import FastAPI
+from fastapi.responses import RedirectResponse
+from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 
 from shoal.common.http_edge import guard
 from shoal.server.edge import http_errors, metrics
+from shoal.server.edge.dashboard import pages
 from shoal.server.edge.routers import health, reports, rounds
 from shoal.server.edge.settings import Settings
 from shoal.server.rounds.service import RoundService, RoundsSettings
@@ -30,4 +33,12 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(health.router)
     app.include_router(rounds.router)
     app.include_router(reports.router)
+    # The operator dashboard (server/edge/dashboard/): pages under /ui, behind a log-in with the operator token.
+    app.include_router(pages.router)
+    app.mount("/ui/static", StaticFiles(directory=pages.HERE / "static"), name="ui-static")
+
+    @app.get("/", include_in_schema=False)
+    def root() -> RedirectResponse:
+        return RedirectResponse("/ui/rounds", status_code=303)
+
     return app

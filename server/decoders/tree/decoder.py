@@ -45,6 +45,7 @@ from shoal.common.bounds import clip_to_ball
 from shoal.common.errors import DecodeError
 from shoal.common.events import ComposedEvent, local_epsilon
 from shoal.common.nets import LatticeNet, node_space
+from shoal.common.picture import coreset_picture
 from shoal.common.public_random import PublicRandomness
 from shoal.common.threats import local_guarantee, shuffled_guarantee
 from shoal.common.tree_round import RoundConfig
@@ -156,6 +157,8 @@ class TreeDecoder:
             else:
                 pos = clip_to_ball(vec_sums / np.maximum(weights, 1.0)[:, None])
         diag["coreset_points"] = int(core.size)
+        # Lattice cells of the ball can lie outside a box's image: drawn inside the public domain, as centers are.
+        picture = coreset_picture(cfg.bound.from_ball(cfg.bound.project_ball(pos[core])), weights[core])
         c_core = weighted_kmeans(pos[core], weights[core], cfg.k, self.rng, restarts=self.restarts)
         labels_core = assign(pos[core], c_core)
         kk = c_core.shape[0]
@@ -211,7 +214,7 @@ class TreeDecoder:
             fill = ball[np.argmax(mass)] if np.any(mass > 0) else np.zeros(cfg.dim)
             ball = np.vstack([ball, np.repeat(fill[None, :], cfg.k - kk, axis=0)])
             mass = np.concatenate([mass, np.zeros(cfg.k - kk)])
-        return self._result(cfg, ball, mass, diag, t0)
+        return self._result(cfg, ball, mass, diag, t0, picture)
 
     def _vector_blue(
         self, tree: NetTree, vo: VectorOracle, counts: NDArray[np.float64]
@@ -292,6 +295,7 @@ class TreeDecoder:
         sizes: NDArray[np.float64],
         diag: dict[str, Any],
         t0: float,
+        picture: dict[str, Any] | None = None,
     ) -> ClusteringResult:
         ball = cfg.bound.project_ball(ball)  # into the public domain (also the unit ball), before the finiteness check
         if not (np.isfinite(ball).all() and np.isfinite(sizes).all()):
@@ -304,4 +308,5 @@ class TreeDecoder:
             privacy=privacy_statement(cfg),
             diagnostics=diag,
             quality=tree_quality(cfg, ball, diag),
+            picture=picture,
         )

@@ -18,6 +18,7 @@ def result_dict(round_id: str, res: ClusteringResult) -> dict[str, Any]:
         "privacy": res.privacy,
         "diagnostics": jsonable(res.diagnostics),
         "quality": jsonable(res.quality) or None,  # a decoder without a verdict says nothing, not {}
+        "picture": res.picture,
     }
 
 

@@ -1,0 +1,89 @@
+"""The dashboard in a real browser (Debian's chromium driven by Playwright):
+log in, create a round from the form, let devices report (``shoal sim
+--round``), watch the live count, close, cluster, and read the result page
+with its plot. Skipped, with the reason, only when no browser can start."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+# Without the background-networking flags chromium keeps dialling Google's hosts (closed network here).
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync"]
+USERS = 6_000
+
+
+@pytest.fixture
+def page(tmp_path: Path):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (dev extra)")
+    if CHROMIUM is None:
+        pytest.skip("no chromium on PATH: apt-get install chromium (.ci/run installs it)")
+    with sync_api.sync_playwright() as pw:
+        try:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        except Exception as exc:  # noqa: BLE001 - any failure to start means "no browser here"
+            pytest.skip(f"chromium at {CHROMIUM} did not start: {exc}")
+        context = browser.new_context()
+        yield context.new_page()
+        browser.close()
+
+
+def test_operator_runs_a_round_from_the_dashboard(server, page, tmp_path: Path):
+    page.set_default_timeout(60_000)
+    page.goto(server.url + "/ui")
+    assert page.url.startswith(server.url + "/ui/login")  # the dashboard needs the operator token
+    page.fill("input[name=token]", "wrong-token-" + "w" * 10)
+    page.click("button[type=submit]")
+    assert "wrong operator token" in page.inner_text("[role=alert]")
+    page.fill("input[name=token]", server.operator)
+    page.click("button[type=submit]")
+    page.wait_for_url("**/ui/rounds")
+
+    # Create the round from the form: the demo's city (2-D, public box [0, 100] km).
+    page.fill("input[name=k]", "6")
+    page.fill("input[name=dim]", "2")
+    page.fill("input[name=epsilon]", "4")
+    page.fill("input[name=n_expected]", str(USERS))
+    page.fill("input[name=low]", "0,0")
+    page.fill("input[name=high]", "100,100")
+    page.click("form.create button[type=submit]")
+    page.wait_for_url("**/ui/rounds/*?done=created")
+    rid = page.url.split("/ui/rounds/")[1].split("?")[0]
+    assert page.inner_text(".status .state") == "open"
+
+    # Devices join the round by id and report; the page's count follows live.
+    sim = subprocess.run([sys.executable, "-m", "shoal.common.cli", "sim", "--server-url", server.url, "--round", rid,
+                          "--no-cluster", "--users", str(USERS), "--dataset", "city", "--json"],
+                         capture_output=True, text=True, timeout=300, env=server.env)
+    assert sim.returncode == 0, sim.stderr
+    page.wait_for_function(f"document.querySelector('.status .reports').textContent === '{USERS}'")
+
+    page.click("button[name=close]")
+    page.wait_for_url("**?done=close")
+    assert page.inner_text(".status .state") == "closed"
+    assert "no more reports" in page.inner_text("[role=status]")
+    page.click("button[name=cluster]")
+    page.wait_for_url("**?done=cluster")
+
+    assert page.inner_text(".status .state") == "done"
+    verdict = page.inner_text(".verdict")
+    assert verdict.startswith(("clusters:", "private mean:"))  # the certificate's call; both draw 6 centers
+    assert len(page.query_selector_all("table.centers tbody tr")) == 6
+    assert "each device" in page.inner_text("ul.privacy")
+    plot = page.query_selector("svg.plot[data-plot=centers]")
+    assert plot is not None and plot.bounding_box()["width"] > 300  # rendered, not just in the markup
+    assert len(plot.query_selector_all("path.center")) == 6
+    assert len(plot.query_selector_all("circle.density")) > 6
+    page.screenshot(path=str(tmp_path / "round.png"), full_page=True)
+
+    # The rounds list shows it done, with its count.
+    page.click("text=all rounds")
+    row = page.query_selector(f"tr[data-round='{rid}']")
+    assert row is not None and row.query_selector(".state").inner_text() == "done"
+    assert row.query_selector(".reports").inner_text() == str(USERS)

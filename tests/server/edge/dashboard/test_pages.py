@@ -1,0 +1,138 @@
+"""The dashboard's pages in-process: log-in, CSRF, errors with the REST API's
+status codes, and a round created, clustered and read from its page."""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from shoal.client.encoder import encode_arrays
+from shoal.common.tree_round import config_from_dict
+from shoal.deploy.datasets import city_locations
+from shoal.server.edge.app import create_app
+from shoal.server.edge.dashboard import session
+from shoal.server.edge.settings import Settings
+
+TOKEN = "op-" + "t" * 20
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> TestClient:
+    settings = Settings(db_url=f"sqlite:///{tmp_path / 'ui.db'}", key_path=str(tmp_path / "key.pem"),
+                        operator_token=TOKEN, shuffler_token="sh-" + "s" * 20)
+    return TestClient(create_app(settings))
+
+
+def _login(client: TestClient) -> str:
+    r = client.post("/ui/login", data={"token": TOKEN, "next": "/ui/rounds"})
+    assert r.status_code == 200
+    return re.search(r'name="csrf" value="([0-9a-f]+)"', r.text).group(1)
+
+
+ROUND = {"k": "6", "dim": "2", "epsilon": "4", "n_expected": "20000", "encoder": "auto", "model": "local",
+         "low": "0,0", "high": "100,100"}
+
+
+def test_pages_redirect_to_login_without_a_session(client: TestClient):
+    r = client.get("/ui/rounds", follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/ui/login?next=/ui/rounds"
+    assert client.get("/ui/rounds.json").status_code == 401
+    assert client.post("/ui/rounds", data=ROUND, follow_redirects=False).status_code == 303
+
+
+def test_wrong_token_is_refused_with_403(client: TestClient):
+    r = client.post("/ui/login", data={"token": "nope" * 5})
+    assert r.status_code == 403 and "wrong operator token" in r.text
+
+
+def test_session_cookie_is_httponly_strict_and_expires(client: TestClient):
+    r = client.post("/ui/login", data={"token": TOKEN}, follow_redirects=False)
+    cookie = r.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/ui" in cookie
+    value = re.search(r"shoal_ui=([^;]+)", cookie).group(1)
+    assert session.valid_session(TOKEN, value)
+    assert not session.valid_session(TOKEN, value, now=2e10)  # expired
+    assert not session.valid_session("another-token-xxxxxxxx", value)  # rotated token
+    expiry, mac = value.split(".")
+    assert not session.valid_session(TOKEN, f"{int(expiry) + 1}.{mac}")  # tampered expiry
+
+
+def test_forms_without_the_csrf_token_are_refused(client: TestClient):
+    _login(client)
+    r = client.post("/ui/rounds", data=ROUND)
+    assert r.status_code == 403 and "form expired" in r.text
+    assert client.get("/ui/rounds.json").json() == []
+
+
+def test_bad_round_parameters_are_a_422_with_the_field(client: TestClient):
+    csrf = _login(client)
+    r = client.post("/ui/rounds", data=ROUND | {"csrf": csrf, "epsilon": "0"})
+    assert r.status_code == 422 and "epsilon" in r.text
+    r = client.post("/ui/rounds", data=ROUND | {"csrf": csrf, "low": "0,x"})
+    assert r.status_code == 422 and "comma-separated numbers" in r.text
+    assert client.get("/ui/rounds.json").json() == []
+
+
+def test_unknown_round_is_a_404_page(client: TestClient):
+    _login(client)
+    r = client.get("/ui/rounds/0123456789abcdef")
+    assert r.status_code == 404 and "0123456789abcdef" in r.text
+
+
+def test_clustering_an_empty_round_is_a_409_on_its_page(client: TestClient):
+    csrf = _login(client)
+    r = client.post("/ui/rounds", data=ROUND | {"csrf": csrf})
+    rid = r.url.path.rsplit("/", 1)[1]
+    r = client.post(f"/ui/rounds/{rid}/cluster", data={"csrf": csrf})
+    assert r.status_code == 409 and "no reports" in r.text
+
+
+def test_a_round_created_reported_and_clustered_shows_its_result(client: TestClient):
+    csrf = _login(client)
+    r = client.post("/ui/rounds", data=ROUND | {"csrf": csrf})
+    assert r.status_code == 200
+    rid = r.url.path.rsplit("/", 1)[1]
+    cfg = config_from_dict(client.get(f"/rounds/{rid}/config").json()["config"])
+    ds = city_locations(20_000, seed=3)
+    msgs = [m.model_dump(mode="json") for m in encode_arrays(ds.points, cfg).to_messages()]
+    for i in range(0, len(msgs), 5000):
+        assert client.post(f"/rounds/{rid}/reports/batch", json={"messages": msgs[i:i + 5000]}).status_code == 202
+    assert client.get(f"/ui/rounds/{rid}/state.json").json() == {"id": rid, "state": "open", "reports": 20_000}
+    r = client.post(f"/ui/rounds/{rid}/cluster", data={"csrf": csrf})
+    assert r.status_code == 200
+    page = r.text
+    result = client.get(f"/rounds/{rid}/result").json()
+    assert result["quality"]["answer"] == "clusters"
+    assert html.escape(result["quality"]["verdict"]) in page
+    assert len(re.findall(r"<tr><td>\d+</td>", page)) == 6  # the centers table
+    for c in result["centers"]:  # in original units
+        assert ", ".join(f"{v:.4g}" for v in c) in page
+    assert page.count('class="center"') == 6 and page.count('class="density"') == len(result["picture"]["xy"])
+    assert "each device" in page  # the privacy statement in words
+    r = client.post(f"/ui/rounds/{rid}/delete", data={"csrf": csrf})
+    assert r.status_code == 200 and rid not in client.get("/ui/rounds.json").text
+
+
+def test_the_dashboard_is_not_in_the_openapi_spec(client: TestClient):
+    assert not any(p.startswith("/ui") for p in client.get("/openapi.json").json()["paths"])
+
+
+def test_static_assets_are_served_locally(client: TestClient):
+    assert "refresh" in client.get("/ui/static/dashboard.js").text
+    assert client.get("/ui/static/dashboard.css").status_code == 200
+    page = TestClient(client.app).get("/ui/login").text
+    assert "http://" not in page and "https://" not in page  # no CDN
+
+
+def test_centers_outside_the_coreset_still_draw(client: TestClient):
+    from shoal.server.edge.dashboard.pages import _result_view
+
+    view = _result_view({"centers": [[0.0, 1.0, 2.0], [1.0, 1.0, 1.0]], "sizes": [1.0, 2.0], "quality": None,
+                         "privacy": {}, "diagnostics": {}, "picture": None})
+    assert str(view["plot"]).count('class="center"') == 2 and "centers only" in view["plot_note"]
+    assert np.isfinite([float(v) for v in re.findall(r'cx="([-0-9.]+)"', str(view["plot"]))]).all()
