@@ -64,7 +64,20 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
                              "through secure summation; needs --via-shuffler")
         sm.add_argument("--server-url", default=None)
         sm.add_argument("--shuffler-url", default=None)
-        sm.add_argument("--seed", type=int, default=0)
+        sm.add_argument("--seed", type=int, default=0,
+                        help="the dataset's population (devices joining a round draw their own sample of it)")
+        sm.add_argument("--round", default=None, metavar="ID",
+                        help="join this open round (with --server-url) instead of creating one")
+        sm.add_argument("--round-file", default=None, metavar="PATH",
+                        help="with --create-only: write the new round's id here; otherwise join the round whose id "
+                             "is here (waiting for the file up to --wait seconds)")
+        sm.add_argument("--create-only", action="store_true",
+                        help="create the round (with --server-url), write its id to --round-file and exit")
+        sm.add_argument("--wait", type=float, default=120.0, help="seconds to wait for --round-file")
+        sm.add_argument("--n-expected", type=int, default=None,
+                        help="devices the round expects (default --users; with replicas joining: their sum)")
+        sm.add_argument("--no-cluster", action="store_true",
+                        help="send and flush, but leave clustering to the operator (devices joining a round)")
         sm.add_argument("--allow-non-loopback", action="store_true",
                         help="only inside a container network of your own (docker compose); never needed here")
         sm.add_argument("--json", action="store_true")

@@ -28,24 +28,31 @@ class Dataset:
     bound: PublicBound
 
 
-def paper_mixture(n: int, d: int = 100, k: int = 8, r: float = 100.0, seed: int = 0) -> Dataset:
+def paper_mixture(n: int, d: int = 100, k: int = 8, r: float = 100.0, seed: int = 0,
+                  sample_seed: int | None = None) -> Dataset:
     """Seed 004, Sec. 5: k centers uniform on the sphere of radius 1 - 1/r,
-    Gaussian offsets of expected norm 1/r, points projected into the unit ball."""
+    Gaussian offsets of expected norm 1/r, points projected into the unit ball.
+    ``sample_seed``: other devices of the same population (same centers)."""
     rng = np.random.default_rng(seed)
     c = rng.standard_normal((k, d))
     c *= (1 - 1 / r) / np.linalg.norm(c, axis=1)[:, None]
+    if sample_seed is not None:
+        rng = np.random.default_rng([seed, sample_seed])
     lab = rng.integers(0, k, size=n)
     x = c[lab] + rng.standard_normal((n, d)) / (r * np.sqrt(d))
     return Dataset(f"paper-mixture-n{n}-d{d}-k{k}", clip_to_ball(x), k, PublicBound(radius=1.0))
 
 
-def city_locations(n: int, k: int = 6, seed: int = 0) -> Dataset:
+def city_locations(n: int, k: int = 6, seed: int = 0, sample_seed: int | None = None) -> Dataset:
     """2-D "city" pickups: k hot spots of different sizes and spreads inside a
-    public box of [0, 100] km on each side (the demo's built-in dataset)."""
+    public box of [0, 100] km on each side (the demo's built-in dataset).
+    ``sample_seed``: other devices of the same city (same hot spots)."""
     rng = np.random.default_rng(seed)
     hubs = rng.uniform(15, 85, size=(k, 2))
     spread = rng.uniform(2, 6, size=k)
     share = rng.dirichlet(np.full(k, 3.0))
+    if sample_seed is not None:
+        rng = np.random.default_rng([seed, sample_seed])
     lab = rng.choice(k, size=n, p=share)
     x = hubs[lab] + rng.standard_normal((n, 2)) * spread[lab][:, None]
     return Dataset(f"city-n{n}-k{k}", np.clip(x, 0, 100), k, PublicBound(low=(0.0, 0.0), high=(100.0, 100.0)))

@@ -61,15 +61,16 @@ def free_port() -> int:
 def _dataset(args: argparse.Namespace) -> Dataset:
     name = args.dataset
     if name == "city":
-        return city_locations(args.users, seed=args.seed)
+        return city_locations(args.users, seed=args.seed, sample_seed=args.sample_seed)
     if name == "gauss":
-        return paper_mixture(args.users, d=10, k=args.k or 5, seed=args.seed)
+        return paper_mixture(args.users, d=10, k=args.k or 5, seed=args.seed, sample_seed=args.sample_seed)
     if name in ("uber", "letter"):
         try:
             ds = (load_uber if name == "uber" else load_letter)(args.data_dir)
         except FileNotFoundError as exc:
             raise ConfigError(f"dataset {name} needs {exc.filename}: point --data-dir at the folder that holds it") from None
-        idx = np.random.default_rng(args.seed).permutation(ds.points.shape[0])[: args.users]
+        idx = np.random.default_rng([args.seed] + ([args.sample_seed] if args.sample_seed is not None else [])
+                                    ).permutation(ds.points.shape[0])[: args.users]
         return Dataset(ds.name, ds.points[idx], ds.k, ds.bound)
     if not Path(name).is_file():
         raise ConfigError(f"unknown dataset {name!r}: city | gauss | uber | letter | FILE.npy")
@@ -296,6 +297,38 @@ def _device_bodies(args: argparse.Namespace, ds: Dataset, rnd: dict[str, Any], s
     return bodies, [f"{server_url}/rounds/{rid}/reports"] * len(bodies), [{"content-type": "application/json"}] * len(bodies)
 
 
+def _write_round_file(path: Path, round_id: str) -> None:
+    """The round's id for the devices (compose: a shared volume), written whole
+    or not at all (a reader never sees half an id)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(round_id + "\n")
+    os.replace(tmp, path)
+
+
+def _join_round(args: argparse.Namespace, server_url: str, dim: int) -> dict[str, Any]:
+    """An existing round (``--round ID``, or the id in ``--round-file``, waited
+    for up to ``--wait`` seconds): its public config and key, as a device reads them."""
+    rid = args.round
+    if not rid:
+        path, deadline = Path(args.round_file), time.monotonic() + args.wait
+        while not path.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if not path.exists():
+            raise ConfigError(f"no round id appeared in {path} within {args.wait:g} s (--wait)")
+        rid = path.read_text().strip()
+    r = httpx.get(f"{server_url}/rounds/{rid}", timeout=30)
+    if r.status_code == 404:
+        raise ConfigError(f"the server at {server_url} has no round {rid!r}")
+    r.raise_for_status()
+    rnd: dict[str, Any] = r.json()
+    if rnd["state"] != "open":
+        raise ConfigError(f"round {rid} is {rnd['state']}: devices can join open rounds only")
+    if int(rnd["config"]["dim"]) != dim:
+        raise ConfigError(f"round {rid} has dimension {rnd['config']['dim']}, the dataset {dim}")
+    return rnd
+
+
 def run_sim(args: argparse.Namespace) -> int:
     if (args.model == "shuffle" or args.refine) and not args.via_shuffler:
         print("shoal sim: --model shuffle and --refine need --via-shuffler", file=sys.stderr)
@@ -303,6 +336,17 @@ def run_sim(args: argparse.Namespace) -> int:
     if args.records_per_device > 1 and (args.encoder != "sketch" or args.model != "local"):
         print("shoal sim: --records-per-device is for local-model sketch rounds", file=sys.stderr)
         return 2
+    joining = bool(args.round or args.round_file) and not args.create_only
+    if (joining or args.create_only) and not args.server_url:
+        print("shoal sim: --round, --round-file and --create-only work with a running server: give --server-url",
+              file=sys.stderr)
+        return 2
+    if args.create_only and not args.round_file:
+        print("shoal sim: --create-only needs --round-file (where the round's id is written)", file=sys.stderr)
+        return 2
+    # Devices joining a round hold their own data: scaled replicas draw other
+    # devices of the same population, never a copy of one another's points.
+    args.sample_seed = secrets.randbits(31) if joining else None
     ds = _dataset(args)
     n, d = ds.points.shape
     k = args.k or ds.k
@@ -334,9 +378,19 @@ def run_sim(args: argparse.Namespace) -> int:
                                    if args.model == "shuffle" and args.encoder == "sketch" else {}),
                                 "bound": {"radius": b.radius, "low": list(b.low) if b.low else None,
                                           "high": list(b.high) if b.high else None}}
-        r = httpx.post(server_url + "/rounds", json=body, headers=op, timeout=30)
-        r.raise_for_status()
-        rnd = r.json()
+        if args.n_expected:
+            body["n_expected"] = args.n_expected
+        if joining:
+            rnd = _join_round(args, server_url, d)
+        else:
+            r = httpx.post(server_url + "/rounds", json=body, headers=op, timeout=30)
+            r.raise_for_status()
+            rnd = r.json()
+            if args.create_only:
+                _write_round_file(Path(args.round_file), rnd["id"])
+                print(f"shoal sim: created round {rnd['id']} (k={k}, d={d}, eps={args.eps}, "
+                      f"n_expected={body['n_expected']}); its id is in {args.round_file}")
+                return 0
         rid = rnd["id"]
         encoder = str(rnd["config"].get("encoder", args.encoder))  # what "auto" chose
         bodies, urls, heads = _device_bodies(args, ds, rnd, server_url, shuffler_url)
@@ -364,6 +418,14 @@ def run_sim(args: argparse.Namespace) -> int:
                     print(f"shoal sim: {pending['pending']} message(s) stay in the shuffler, below its batch threshold "
                           f"{pending['threshold']} (never released alone: a smaller batch would break the round's "
                           "central guarantee)", file=sys.stderr)
+        if args.no_cluster:
+            held_line = "" if pending is None else f", {pending['pending']} pending in the shuffler"
+            print(json.dumps({"round_id": rid, "devices": len(bodies), "failed": failures, "received": received,
+                              "pending_in_shuffler": None if pending is None else pending["pending"]})
+                  if args.json else
+                  f"shoal sim: {len(bodies)} devices sent to round {rid}, {failures} failed; the round holds "
+                  f"{received} reports{held_line}; not clustered (--no-cluster)")
+            return 0
         t = time.perf_counter()
         r = httpx.post(server_url + f"/rounds/{rid}/cluster", headers=op, timeout=600)
         if r.status_code >= 400:
