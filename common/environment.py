@@ -1,17 +1,36 @@
-"""Reading numeric settings from the environment, for every service."""
+"""The services' settings from the environment (SHOAL_*), through pydantic-settings.
+
+Each service declares its variables as a ``ServiceEnvironment`` subclass
+(``server/edge/settings.py``, ``shuffler/cli.py``): typed, with defaults, read
+once at start. A malformed value becomes one ConfigError that names the
+variable and what was wrong, which the CLI prints as one line (exit 2).
+Imported by the services only: pydantic-settings is in the server extra.
+"""
 
 from __future__ import annotations
 
-import os
-from typing import Any
+from typing import TypeVar
+
+from pydantic import ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shoal.common.errors import ConfigError
 
 
-def env_number(env: os._Environ[str] | dict[str, str], name: str, default: str, kind: type[int] | type[float]) -> Any:
-    """An environment setting as a number, or a ConfigError naming the variable."""
-    raw = env.get(name, default)
+class ServiceEnvironment(BaseSettings):
+    """What every service reads: the two slow-client timeouts (``http_edge.serve``)."""
+
+    model_config = SettingsConfigDict(env_prefix="SHOAL_", extra="ignore", frozen=True)
+    header_seconds: float = 10.0
+    body_seconds: float = 30.0
+
+
+E = TypeVar("E", bound=ServiceEnvironment)
+
+
+def read_environment(kind: type[E]) -> E:
     try:
-        return kind(raw)
-    except ValueError:
-        raise ConfigError(f"{name}={raw!r} is not {'an integer' if kind is int else 'a number'}") from None
+        return kind()
+    except ValidationError as exc:
+        raise ConfigError("; ".join(
+            f"SHOAL_{str(e['loc'][0]).upper()}={e.get('input')!r}: {e['msg']}" for e in exc.errors())) from None

@@ -42,6 +42,7 @@ from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from shoal.common.environment import ServiceEnvironment
 from shoal.common.errors import ConfigError
 from shoal.common.group_commit import GroupCommit
 from shoal.common.http_edge import guard
@@ -51,6 +52,14 @@ from shoal.shuffler.buffer import Buffer
 from shoal.shuffler.metrics import registry_for
 
 log = logging.getLogger("shoal.shuffler")
+
+
+class ShufflerEnvironment(ServiceEnvironment):
+    """The shuffler's SHOAL_* variables (pydantic-settings): its credential at
+    the server, the operator's enrolment credential, the slow-client timeouts."""
+
+    shuffler_token: str = ""
+    enrol_token: str = ""
 
 
 @dataclass(frozen=True)

@@ -26,13 +26,16 @@ def build_parser(verb: str = "shuffler") -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    import os
-
-    from shoal.common.environment import env_number
+    from shoal.common.environment import read_environment
     from shoal.common.http_edge import serve
-    from shoal.shuffler.app import ShufflerSettings, create_app
+    from shoal.shuffler.app import ShufflerEnvironment, ShufflerSettings, create_app
 
-    token = os.environ.get("SHOAL_SHUFFLER_TOKEN", "")
+    try:
+        env = read_environment(ShufflerEnvironment)
+    except ValueError as exc:  # ConfigError: a malformed SHOAL_* value, named
+        print(f"shoal shuffler: {exc}", file=sys.stderr)
+        return 2
+    token = env.shuffler_token
     if not token:
         print("shoal shuffler: set SHOAL_SHUFFLER_TOKEN to the server's shuffler token", file=sys.stderr)
         return 2
@@ -40,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
 
     from shoal.common.signing import pinned_key
 
-    enrol = os.environ.get("SHOAL_ENROL_TOKEN", "")
+    enrol = env.enrol_token
     if not enrol:
         if args.host not in ("127.0.0.1", "localhost", "::1"):
             print("shoal shuffler: set SHOAL_ENROL_TOKEN (the operator's credential for POST /enrol)", file=sys.stderr)
@@ -52,8 +55,7 @@ def run(args: argparse.Namespace) -> int:
                                     min_batch=args.min_batch, server_key=pinned_key(args.server_key),
                                     enrol_token=enrol, round_check_seconds=args.round_check_seconds,
                                     max_round_age_seconds=args.max_round_age_hours * 3600,
-                                    header_seconds=env_number(os.environ, "SHOAL_HEADER_SECONDS", "10", float),
-                                    body_seconds=env_number(os.environ, "SHOAL_BODY_SECONDS", "30", float))
+                                    header_seconds=env.header_seconds, body_seconds=env.body_seconds)
     except ValueError as exc:
         print(f"shoal shuffler: {exc}", file=sys.stderr)
         return 2

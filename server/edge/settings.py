@@ -22,11 +22,10 @@ Tokens must have at least 16 characters.
 from __future__ import annotations
 
 import ipaddress
-import os
 import secrets
 from dataclasses import dataclass
 
-from shoal.common.environment import env_number
+from shoal.common.environment import ServiceEnvironment, read_environment
 from shoal.common.errors import ConfigError
 
 
@@ -40,6 +39,22 @@ def is_loopback(host: str) -> bool:
 
 
 MIN_TOKEN_CHARS = 16  # bearer tokens shorter than this are refused at start
+
+
+class ServerEnvironment(ServiceEnvironment):
+    """The server's SHOAL_* variables, typed (pydantic-settings); the module
+    docstring says what each means. Cross-field rules live in ``Settings``."""
+
+    db_url: str = "sqlite:///shoal.db"
+    key_path: str = "shoal-server-key.pem"
+    operator_token: str = ""
+    shuffler_token: str = ""
+    max_batch: int = 10_000
+    max_body_bytes: int = 16 << 20
+    decode_lease_seconds: float = 30.0
+    decode_memory_bytes: int = 8 << 30
+    report_retention_days: float = 0.0
+    shuffler_url: str = ""
 
 
 @dataclass(frozen=True)
@@ -88,23 +103,23 @@ class Settings:
 
 
 def load_settings(host: str = "127.0.0.1", db_url: str | None = None) -> Settings:
-    env = os.environ
-    op = env.get("SHOAL_OPERATOR_TOKEN", "")
-    sh = env.get("SHOAL_SHUFFLER_TOKEN", "")
-    generated = not op or not sh
+    """The settings from the environment (``ServerEnvironment``), tokens
+    generated when unset; a malformed value is a ConfigError naming it."""
+    env = read_environment(ServerEnvironment)
+    generated = not env.operator_token or not env.shuffler_token
     return Settings(
-        db_url=db_url or env.get("SHOAL_DB_URL", "sqlite:///shoal.db"),
-        key_path=env.get("SHOAL_KEY_PATH", "shoal-server-key.pem"),
-        operator_token=op or secrets.token_urlsafe(24),
-        shuffler_token=sh or secrets.token_urlsafe(24),
+        db_url=db_url or env.db_url,
+        key_path=env.key_path,
+        operator_token=env.operator_token or secrets.token_urlsafe(24),
+        shuffler_token=env.shuffler_token or secrets.token_urlsafe(24),
         host=host,
-        max_batch=env_number(env, "SHOAL_MAX_BATCH", "10000", int),
-        max_body_bytes=env_number(env, "SHOAL_MAX_BODY_BYTES", str(16 << 20), int),
+        max_batch=env.max_batch,
+        max_body_bytes=env.max_body_bytes,
         generated_tokens=generated,
-        decode_lease_seconds=env_number(env, "SHOAL_DECODE_LEASE_SECONDS", "30", float),
-        decode_memory_bytes=env_number(env, "SHOAL_DECODE_MEMORY_BYTES", str(8 << 30), int),
-        header_seconds=env_number(env, "SHOAL_HEADER_SECONDS", "10", float),
-        report_retention_days=env_number(env, "SHOAL_REPORT_RETENTION_DAYS", "0", float),
-        body_seconds=env_number(env, "SHOAL_BODY_SECONDS", "30", float),
-        shuffler_url=env.get("SHOAL_SHUFFLER_URL", "").rstrip("/"),
+        decode_lease_seconds=env.decode_lease_seconds,
+        decode_memory_bytes=env.decode_memory_bytes,
+        header_seconds=env.header_seconds,
+        report_retention_days=env.report_retention_days,
+        body_seconds=env.body_seconds,
+        shuffler_url=env.shuffler_url.rstrip("/"),
     )

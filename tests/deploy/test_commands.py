@@ -114,8 +114,8 @@ def test_sketch_bench_smoke_runs_every_variant(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(("env", "needle"), [
-    ({"SHOAL_MAX_BATCH": "lots"}, "SHOAL_MAX_BATCH='lots' is not an integer"),
-    ({"SHOAL_BODY_SECONDS": "soon"}, "SHOAL_BODY_SECONDS='soon' is not a number"),
+    ({"SHOAL_MAX_BATCH": "lots"}, "SHOAL_MAX_BATCH='lots': Input should be a valid integer"),
+    ({"SHOAL_BODY_SECONDS": "soon"}, "SHOAL_BODY_SECONDS='soon': Input should be a valid number"),
     ({"SHOAL_OPERATOR_TOKEN": "short-secret"}, "SHOAL_OPERATOR_TOKEN is too short"),
 ])
 def test_the_server_refuses_a_bad_setting_in_one_line(tmp_path, env, needle):

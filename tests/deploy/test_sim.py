@@ -76,7 +76,7 @@ def test_sim_shows_the_last_lines_of_a_service_that_died(capsys, monkeypatch):
     monkeypatch.setenv("SHOAL_MAX_BATCH", "lots")
     assert main(["sim", "--users", "20"]) == 1
     err = capsys.readouterr().err
-    assert "exited with 2" in err and "SHOAL_MAX_BATCH='lots' is not an integer" in err
+    assert "exited with 2" in err and "SHOAL_MAX_BATCH='lots': Input should be a valid integer" in err
     assert "Traceback" not in err
 
 
