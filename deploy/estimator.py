@@ -129,6 +129,13 @@ class PrivateKMeans:
             raise ConfigError(f"X must have shape (n, {self.n_features_in_}), got {x.shape}")
         return x
 
+    def plot(self, X: ArrayLike, ax: Any = None) -> Any:
+        """The centers over X (``deploy/plots.py``; needs ``shoal[plot]``)."""
+        from shoal.deploy.plots import plot_centers
+
+        self._check_fitted(X)
+        return plot_centers(X, self, ax=ax)
+
     def __repr__(self) -> str:
         return (f"PrivateKMeans(n_clusters={self.n_clusters}, epsilon={self.epsilon}, model={self.model!r}, "
                 f"encoder={self.encoder!r})")

@@ -1,0 +1,108 @@
+"""Pictures of a user's own run in a notebook (issue 16, item 6): centers
+over the data, accuracy against epsilon, and a simulated elbow curve.
+
+matplotlib is an optional extra (``pip install 'shoal[plot]'``), imported
+when a function is called. Every function here evaluates shoal on data the
+caller already holds, in-process, to choose parameters before a deployment:
+``accuracy_vs_epsilon`` and ``elbow`` run one simulated round per point of
+the curve, which in a deployment would each spend their own budget (k
+rounds at eps cost k x eps by basic composition). A private elbow curve
+from one round is seed 001's greedy (a round kind of its own).
+
+For d > 2 the data and centers are drawn on the data's first two principal
+axes (computed from X, which the caller holds; nothing is published).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from shoal.deploy.estimator import PrivateKMeans
+from shoal.server.decoders.kmeans import kmeans_cost
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib.pyplot as plt
+    except ModuleNotFoundError:
+        raise ModuleNotFoundError("shoal's plots need matplotlib: pip install 'shoal[plot]'") from None
+    return plt
+
+
+def _axes2(x: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64], tuple[str, str]]:
+    """(origin, 2 x d axes, labels): the features themselves for d <= 2, else X's principal axes."""
+    d = x.shape[1]
+    if d <= 2:
+        return np.zeros(d), np.eye(2, d), ("feature 0", "feature 1" if d == 2 else "")
+    origin = x.mean(0)
+    _, _, vt = np.linalg.svd(x[:: max(1, x.shape[0] // 20_000)] - origin, full_matrices=False)
+    return origin, vt[:2], ("principal axis 1", "principal axis 2")
+
+
+def plot_centers(X: ArrayLike, model: PrivateKMeans, ax: Any = None, max_points: int = 5000) -> Any:
+    """The fitted centers (numbered crosses) over a sample of X, with the
+    verdict in the title. Returns the matplotlib Axes."""
+    plt = _pyplot()
+    x = np.asarray(X, dtype=np.float64)
+    centers = model.cluster_centers_
+    origin, axes, labels = _axes2(x)
+    sample = x[np.random.default_rng(0).permutation(x.shape[0])[:max_points]]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 5))
+    xy, cxy = (sample - origin) @ axes.T, (centers - origin) @ axes.T
+    ax.scatter(xy[:, 0], xy[:, 1], s=4, alpha=0.3, color="0.45", label=f"X ({len(sample)} of {x.shape[0]} rows)")
+    ax.scatter(cxy[:, 0], cxy[:, 1], marker="x", s=90, linewidths=3, color="#d0202a", label="private centers")
+    for i, (a, b) in enumerate(cxy):
+        ax.annotate(str(i), (a, b), xytext=(5, 5), textcoords="offset points", color="#d0202a", weight="bold")
+    ax.set_xlabel(labels[0])
+    ax.set_ylabel(labels[1])
+    answer = (model.quality_ or {}).get("answer", "")
+    ax.set_title(f"k={model.n_clusters}, eps={model.epsilon}, {model.model} model: {answer}")
+    ax.legend(loc="best", fontsize=8)
+    return ax
+
+
+def accuracy_vs_epsilon(X: ArrayLike, n_clusters: int, epsilons: Sequence[float], ax: Any = None,
+                        **estimator: Any) -> tuple[Any, dict[str, list[float]]]:
+    """k-means cost per row of the private centers at each eps (one simulated
+    round each, ``PrivateKMeans(**estimator)``), beside the one-center cost.
+    Returns (Axes, the numbers drawn)."""
+    plt = _pyplot()
+    x = np.asarray(X, dtype=np.float64)
+    n = x.shape[0]
+    costs = [kmeans_cost(x, PrivateKMeans(n_clusters, epsilon=float(e), **estimator).fit(x).cluster_centers_) / n
+             for e in epsilons]
+    one = kmeans_cost(x, x.mean(0, keepdims=True)) / n
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(list(epsilons), costs, "o-", label="shoal (private)")
+    ax.axhline(one, color="0.5", linestyle="--", label="one center (the mean)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("epsilon")
+    ax.set_ylabel("k-means cost per row (X's units squared)")
+    ax.set_title(f"accuracy vs epsilon, k={n_clusters}, n={n}")
+    ax.legend(fontsize=8)
+    return ax, {"epsilon": [float(e) for e in epsilons], "cost": costs, "one_center": [one]}
+
+
+def elbow(X: ArrayLike, ks: Sequence[int], epsilon: float, ax: Any = None,
+          **estimator: Any) -> tuple[Any, dict[str, list[float]]]:
+    """Cost per row of the private centers for each k (one simulated round per
+    k; module docstring on what that would cost in a deployment)."""
+    plt = _pyplot()
+    x = np.asarray(X, dtype=np.float64)
+    n = x.shape[0]
+    costs = [kmeans_cost(x, PrivateKMeans(int(k), epsilon=epsilon, **estimator).fit(x).cluster_centers_) / n
+             for k in ks]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(list(ks), costs, "o-")
+    ax.set_xlabel("k")
+    ax.set_ylabel("k-means cost per row (X's units squared)")
+    ax.set_title(f"simulated elbow, eps={epsilon} per round, n={n}")
+    return ax, {"k": [float(k) for k in ks], "cost": costs}

@@ -1,0 +1,44 @@
+"""The notebook's pictures draw what was fitted (matplotlib's Agg backend, no screen)."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+
+from shoal.deploy import PrivateKMeans  # noqa: E402
+from shoal.deploy.datasets import city_locations  # noqa: E402
+from shoal.deploy.plots import accuracy_vs_epsilon, elbow  # noqa: E402
+
+DS = city_locations(20_000, seed=1)
+BOX = (DS.bound.low, DS.bound.high)
+
+
+def test_plot_draws_every_center_over_the_data(tmp_path):
+    km = PrivateKMeans(6, epsilon=4.0, bounds=BOX, random_state=0).fit(DS.points)
+    ax = km.plot(DS.points)
+    centers = ax.collections[1].get_offsets()
+    assert np.allclose(centers, km.cluster_centers_)  # 2-D: drawn in X's own units
+    assert len(ax.texts) == 6 and km.quality_["answer"] in ax.get_title()
+    ax.figure.savefig(tmp_path / "centers.png")
+    assert (tmp_path / "centers.png").stat().st_size > 10_000
+
+
+def test_high_dimensional_data_is_drawn_on_its_principal_axes():
+    rng = np.random.default_rng(0)
+    x = np.clip(rng.standard_normal((5000, 6)) * 0.2, -1, 1)
+    km = PrivateKMeans(3, epsilon=8.0, bounds=(-1.0, 1.0), random_state=0).fit(x)
+    ax = km.plot(x)
+    assert ax.get_xlabel() == "principal axis 1" and len(ax.collections[1].get_offsets()) == 3
+
+
+def test_accuracy_improves_with_epsilon_and_beats_one_center():
+    _, curve = accuracy_vs_epsilon(DS.points, 6, [1.0, 8.0], bounds=BOX, random_state=0)
+    assert curve["cost"][1] < curve["cost"][0]
+    assert curve["cost"][1] < curve["one_center"][0]
+
+
+def test_elbow_has_one_point_per_k():
+    ax, curve = elbow(DS.points, [1, 3, 6], 8.0, bounds=BOX, random_state=0)
+    assert curve["k"] == [1.0, 3.0, 6.0] and len(ax.lines[0].get_xdata()) == 3
+    assert curve["cost"][2] < curve["cost"][0]
