@@ -39,16 +39,18 @@ def _cluster_in_background(server, rid):
     t = threading.Thread(target=run)
     t.start()
     end = time.time() + 30
-    while time.time() < end and httpx.get(server.url + f"/rounds/{rid}").json()["state"] != "decoding":
-        time.sleep(0.01)
-    return t, out
+    state = ""
+    with httpx.Client(timeout=10) as poll:  # one connection: each poll a few ms, against a decode of ~0.2 s
+        while time.time() < end and state != "decoding":
+            state = poll.get(server.url + f"/rounds/{rid}").json()["state"]
+    return t, out, state
 
 
 def test_a_round_stranded_by_a_crash_during_cluster_can_be_clustered_again(server):
     rid = _round_with_reports(server, 60_000)
-    t, out = _cluster_in_background(server, rid)
-    assert httpx.get(server.url + f"/rounds/{rid}").json()["state"] == "decoding"
-    server.kill()  # SIGKILL mid-decode
+    t, out, state = _cluster_in_background(server, rid)
+    assert state == "decoding"
+    server.kill()  # SIGKILL mid-decode, as soon as it was seen running (a second GET here raced its end)
     t.join()
     assert "error" in out
     server.start()
