@@ -12,9 +12,8 @@ import base64
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import numpy as np
 
 from shoal.client.kinds import device_kind
@@ -22,6 +21,9 @@ from shoal.client.ledger import Ledger, Spend
 from shoal.client.participation import Participation, TransportError
 from shoal.common.kinds import config_kinds, kind_name, parse_config
 from shoal.common.signing import config_digest, pinned_key, verify_config
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["Device", "TransportError"]
 
@@ -56,7 +58,7 @@ class Device:
         self.server_key = pinned_key(server_key)
         self.retries = retries
         self.backoff = backoff
-        self.http = client or httpx.Client(timeout=30)
+        self._http = client
 
     def fetch_config(self, round_id: str) -> Any:
         """The round's config, parsed and re-validated by its kind (a shuffle
@@ -111,7 +113,19 @@ class Device:
                              self.allow_no_local_guarantee)
         return device_kind(name).plan(part, config_kinds()[name].parse(config), x)
 
+    @property
+    def http(self) -> httpx.Client:
+        """The HTTP client, made on first use: httpx is imported then, not when
+        an app imports shoal (a third of the device side's import time)."""
+        if self._http is None:
+            import httpx
+
+            self._http = httpx.Client(timeout=30)
+        return self._http
+
     def _request(self, method: str, path: str, base: str | None = None, **kw: object) -> httpx.Response:
+        import httpx
+
         delay = self.backoff
         last: str = ""
         for attempt in range(self.retries + 1):
