@@ -29,6 +29,16 @@ def test_a_fallback_round_says_no_clusters_were_shown():
     assert "one-center answer" in q["verdict"]
 
 
+def test_a_tree_that_located_nothing_says_so_instead_of_a_zero_test():
+    # n = 1000, k = 10, eps = 1 in d = 3 (identity nettree): the tree is built, its coreset is the root.
+    x = np.random.default_rng(0).uniform(-1, 1, (1000, 3))
+    r = simulate(x, 10, 1.0, "nettree", bound=PublicBound(radius=2.0), seed=1, nonprivate=1.0)
+    q = r["quality"]
+    assert r["config"]["levels"] > 0 and r["diagnostics"]["coreset_points"] == 1
+    assert q["answer"] == "private mean" and q["distinct_centers"] == 1
+    assert "no clusters found" in q["verdict"] and "noise sd of 0" not in q["verdict"]
+
+
 def test_found_clusters_come_with_their_errors_in_original_units():
     ds = city_locations(100_000, seed=1)
     r = simulate(ds.points, ds.k, 4.0, "nettree", bound=ds.bound, seed=1, nonprivate=1.0)
