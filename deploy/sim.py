@@ -446,11 +446,7 @@ def run_sim(args: argparse.Namespace) -> int:
             "centers": res["centers"], "quality": res.get("quality"),
             "pending_in_shuffler": None if pending is None else pending["pending"],
         }
-        if args.refine and shuffler_url:
-            out["refine"] = _refine(args, ds, rid, server_url, shuffler_url, op, shuffler_token, ball)
-        if args.json:
-            print(json.dumps(out))
-        else:
+        if not args.json:  # the first round's result now, before a refine round's devices start (issue 16)
             print(f"shoal sim: {len(bodies)} devices ({n} points), dataset {ds.name}, d={d} k={k} eps={args.eps} {encoder}"
                   f"{' (auto)' if args.encoder == 'auto' else ''}, "
                   f"{'via shuffler (min batch ' + str(args.min_batch) + ')' if args.via_shuffler else 'direct'}")
@@ -471,13 +467,17 @@ def run_sim(args: argparse.Namespace) -> int:
                       f"success expected >= 100, seed 002 Sec. 5), sketch residual {dg['sketch_residual']:.3f}")
             print(f"  objective {out['normalized_objective']:.5f}  non-private {out['nonprivate_objective']:.5f}  one center {out['trivial_objective']:.5f}")
             print("  centers:")
-            print(format_centers(res["centers"], precision=3))
-            if "refine" in out:
-                rf = out["refine"]
-                print(f"  refine round {rf['round_id']}: {rf['devices']} devices x {rf['shares_per_device']} shares, "
-                      f"objective {rf['normalized_objective']:.5f}; composed central "
-                      f"({rf['privacy']['central_epsilon']:.3f}, {rf['privacy']['delta']:g})")
-                print(format_centers(rf["centers"], precision=3))
+            print(format_centers(res["centers"], precision=3), flush=True)
+        if args.refine and shuffler_url:
+            out["refine"] = _refine(args, ds, rid, server_url, shuffler_url, op, shuffler_token, ball)
+        if args.json:
+            print(json.dumps(out))
+        elif "refine" in out:
+            rf = out["refine"]
+            print(f"  refine round {rf['round_id']}: {rf['devices']} devices x {rf['shares_per_device']} shares, "
+                  f"objective {rf['normalized_objective']:.5f}; composed central "
+                  f"({rf['privacy']['central_epsilon']:.3f}, {rf['privacy']['delta']:g})")
+            print(format_centers(rf["centers"], precision=3))
         return 0
     finally:
         if services is not None:
