@@ -19,6 +19,7 @@ import numpy as np
 from shoal.client.kinds import device_kind
 from shoal.client.ledger import Ledger, Spend
 from shoal.client.participation import Participation, TransportError
+from shoal.common.errors import ReportError
 from shoal.common.kinds import config_kinds, kind_name, parse_config
 from shoal.common.signing import config_digest, pinned_key, verify_config
 
@@ -88,7 +89,7 @@ class Device:
             if state != "open":
                 raise TransportError(f"round {round_id} is {state}, not open: nothing was sent and nothing charged")
             config, key, digest = self._verified(round_id)
-            spend, make = self._plan(round_id, config, key, digest, np.asarray(point, dtype=np.float64))
+            spend, make = self._plan(round_id, config, key, digest, _checked_point(round_id, config, point))
             message = self.ledger.record(round_id, spend, make)
         if message.startswith(('{"sealed"', '{"parts"')):
             if not self.shuffler_url:
@@ -143,3 +144,19 @@ class Device:
                 time.sleep(delay)
                 delay *= 2
         raise TransportError(f"{method} {path} failed after {self.retries + 1} attempts: {last}")
+
+
+def _checked_point(round_id: str, config: dict[str, Any], point: np.ndarray | list[float]) -> np.ndarray:
+    """The device's point (or its (n0, d) records) as the round takes them, or
+    a ReportError saying what is wrong, before anything is charged or sent."""
+    try:
+        x = np.asarray(point, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ReportError(f"round {round_id}: the point is not numbers: {exc}") from None
+    dim = int(config["dim"])
+    if x.ndim not in (1, 2) or x.shape[-1] != dim or x.size == 0:
+        raise ReportError(f"round {round_id} takes points of dimension {dim}; this one has shape {x.shape}")
+    if not np.isfinite(x).all():
+        raise ReportError(f"round {round_id}: the point has non-finite coordinates")
+    return x
+

@@ -123,7 +123,8 @@ class CreateRoundIn(BaseModel):
         try:
             checked = model.model_validate(self.tuning)
         except ValidationError as exc:
-            raise ValueError(f"{_tuning_error(exc)} (known keys for a {self.encoder} round: "
+            raise ValueError(f"{_tuning_error(exc)} (known keys for {'an' if self.encoder == 'auto' else 'a'} "
+                             f"{self.encoder} round: "
                              f"{', '.join(model.model_fields)})") from exc
         self.tuning = checked.model_dump(exclude_none=True)
         return self

@@ -8,7 +8,7 @@ import pytest
 
 from shoal.client.device import Device, TransportError
 from shoal.client.ledger import Ledger, Spend
-from shoal.common.errors import PrivacyError
+from shoal.common.errors import PrivacyError, ReportError
 
 
 def _round(server, eps=2.0):
@@ -43,6 +43,17 @@ def test_a_closed_round_is_refused_before_the_ledger_is_charged(server, tmp_path
     with pytest.raises(TransportError, match="is closed, not open: nothing was sent and nothing charged"):
         dev.participate(rid, [0.1, 0.2, 0.3])
     assert dev.ledger.spent == 0.0 and dev.ledger.message_for(rid) is None
+
+
+@pytest.mark.parametrize("point, needle", [([0.1, 0.2], r"takes points of dimension 3; this one has shape \(2,\)"),
+                                           ([0.1, float("nan"), 0.3], "non-finite"),
+                                           (["a", "b", "c"], "not numbers")])
+def test_a_wrong_point_is_refused_before_the_ledger_is_charged(server, tmp_path, point, needle):
+    rid = _round(server)
+    dev = Device(server.url, tmp_path / "ledger.json", cap=5.0)
+    with pytest.raises(ReportError, match=needle):
+        dev.participate(rid, point)
+    assert dev.ledger.spent == 0.0 and httpx.get(server.url + f"/rounds/{rid}").json()["reports"] == 0
 
 
 def test_ledger_survives_restarts(tmp_path):
