@@ -41,22 +41,6 @@ def is_loopback(host: str) -> bool:
 MIN_TOKEN_CHARS = 16  # bearer tokens shorter than this are refused at start
 
 
-class ServerEnvironment(ServiceEnvironment):
-    """The server's SHOAL_* variables, typed (pydantic-settings); the module
-    docstring says what each means. Cross-field rules live in ``Settings``."""
-
-    db_url: str = "sqlite:///shoal.db"
-    key_path: str = "shoal-server-key.pem"
-    operator_token: str = ""
-    shuffler_token: str = ""
-    max_batch: int = 10_000
-    max_body_bytes: int = 16 << 20
-    decode_lease_seconds: float = 30.0
-    decode_memory_bytes: int = 8 << 30
-    report_retention_days: float = 0.0
-    shuffler_url: str = ""
-
-
 @dataclass(frozen=True)
 class Settings:
     db_url: str = "sqlite:///shoal.db"
@@ -100,6 +84,25 @@ class Settings:
             raise ConfigError(f"SHOAL_SHUFFLER_URL must be an http(s) URL, got {self.shuffler_url!r}")
         if self.max_batch < 1 or self.max_body_bytes < 1024:
             raise ConfigError(f"bad limits: max_batch={self.max_batch}, max_body_bytes={self.max_body_bytes}")
+
+
+class ServerEnvironment(ServiceEnvironment):
+    """The server's SHOAL_* variables, typed (pydantic-settings); the module
+    docstring says what each means. Cross-field rules live in ``Settings``,
+    whose defaults these are (one place for each)."""
+
+    db_url: str = Settings.db_url
+    key_path: str = Settings.key_path
+    operator_token: str = Settings.operator_token
+    shuffler_token: str = Settings.shuffler_token
+    max_batch: int = Settings.max_batch
+    max_body_bytes: int = Settings.max_body_bytes
+    decode_lease_seconds: float = Settings.decode_lease_seconds
+    decode_memory_bytes: int = Settings.decode_memory_bytes
+    report_retention_days: float = Settings.report_retention_days
+    shuffler_url: str = Settings.shuffler_url
+    header_seconds: float = Settings.header_seconds
+    body_seconds: float = Settings.body_seconds
 
 
 def load_settings(host: str = "127.0.0.1", db_url: str | None = None) -> Settings:

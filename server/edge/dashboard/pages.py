@@ -5,6 +5,9 @@ uses; actions are plain HTML forms (POST, then 303 back to a page), so the
 pages work without the small script, which only refreshes report counts.
 A shoal error in an action renders the page again with the message and the
 status ``http_errors.status_for`` gives the REST API.
+
+Over 300 lines: every page and action of the dashboard, with the log-in they
+share, in one router a reader follows top to bottom.
 """
 
 from __future__ import annotations
@@ -69,6 +72,20 @@ def _to_login(request: Request) -> RedirectResponse:
 async def _form(request: Request) -> dict[str, str]:
     body = (await request.body()).decode("utf-8", errors="replace")
     return {k: v[0].strip() for k, v in parse_qs(body, keep_blank_values=True).items()}
+
+
+EXPIRED = "the form expired: reload the page and try again"
+
+
+async def _posted(request: Request) -> tuple[str, dict[str, str], bool] | RedirectResponse:
+    """A posted form: (session cookie, fields, whether its CSRF token is valid),
+    or the redirect to the log-in page when there is no session."""
+    try:
+        cookie = _cookie(request)
+    except _NoSession:
+        return _to_login(request)
+    form = await _form(request)
+    return cookie, form, session.valid_csrf(_token(request), cookie, form.get("csrf"))
 
 
 def _page(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
@@ -178,13 +195,12 @@ def _validation_text(exc: ValidationError) -> str:
 
 @router.post("/rounds")
 async def create(request: Request) -> Response:
-    try:
-        cookie = _cookie(request)
-    except _NoSession:
-        return _to_login(request)
-    form = await _form(request)
-    if not session.valid_csrf(_token(request), cookie, form.get("csrf")):
-        return _rounds(request, cookie, 403, "the form expired: reload the page and try again", form)
+    posted = await _posted(request)
+    if isinstance(posted, RedirectResponse):
+        return posted
+    cookie, form, fresh = posted
+    if not fresh:
+        return _rounds(request, cookie, 403, EXPIRED, form)
     try:
         request_obj = CreateRoundIn.model_validate(_create_body(form)).to_request()
         row = await run_in_threadpool(_service(request).create, request_obj)
@@ -261,13 +277,12 @@ def _result_view(result: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _action(request: Request, round_id: str, what: str) -> Response:
-    try:
-        cookie = _cookie(request)
-    except _NoSession:
-        return _to_login(request)
-    form = await _form(request)
-    if not session.valid_csrf(_token(request), cookie, form.get("csrf")):
-        return _round(request, cookie, round_id, 403, "the form expired: reload the page and try again")
+    posted = await _posted(request)
+    if isinstance(posted, RedirectResponse):
+        return posted
+    cookie, form, fresh = posted
+    if not fresh:
+        return _round(request, cookie, round_id, 403, EXPIRED)
     service = _service(request)
     try:
         if what == "close":
