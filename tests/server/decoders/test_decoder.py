@@ -10,6 +10,7 @@ from shoal.common.bounds import PublicBound
 from shoal.common.tree_round import duchi_mean_variance
 from shoal.deploy.datasets import city_locations, paper_mixture, skewed_box
 from shoal.deploy.simulate import simulate
+from shoal.server.decoders.tree.decoder import TreeDecoder
 
 
 @pytest.mark.parametrize("encoder", ["lsh", "nettree"])
@@ -114,3 +115,29 @@ def test_centers_never_leave_the_public_box():
         r = simulate(ds.points, ds.k, 1.0, encoder, bound=ds.bound, seed=4, nonprivate=1.0)
         c = np.asarray(r["centers"])
         assert np.all(c >= 0.0) and np.all(c <= 100.0), c
+
+
+class _FlatVectors:
+    """A vector oracle whose every node estimate is 0 with per-coordinate variance s (none at level 0)."""
+
+    dim = 10
+
+    def __init__(self, s):
+        self.s = s
+
+    def sums(self, level, keys):
+        return np.zeros((keys.shape[0], self.dim)), (float("inf") if level == 0 else self.s)
+
+
+def test_an_empty_sibling_adds_at_most_its_counts_second_moment_to_its_parents_noise():
+    # root -> A (a cluster: 1000 devices, loud) and B (empty: count 0 +- 100, quiet).
+    from shoal.server.decoders.tree.tree import NetTree
+
+    tree = NetTree(level=np.array([0, 1, 1]), parent=np.array([-1, 0, 0]), keys=np.array([1, 2, 3], dtype=np.uint64),
+                   coords=[], count=np.array([1000.0, 1000.0, 0.0]), count_var=np.array([np.inf, 1e4, 1e4]),
+                   significant=np.array([True, True, False]), expanded=np.array([True, False, False]))
+    s = 1e4
+    _, q = TreeDecoder()._vector_blue(tree, _FlatVectors(s), tree.count, np.array([1e4, 1e4, 1e4]))
+    # B's sum obeys |V_B| <= n_B, E[n_B^2] = 0^2 + 1e4: per coordinate at most 1e4 / d.
+    assert q[0] <= s + 1e4 / _FlatVectors.dim
+    assert q[0] >= s  # A's own noise stays
