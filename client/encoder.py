@@ -10,7 +10,7 @@ through the round's node space and sends
   drawn uniformly from 1..T, with an OLH seed drawn from the public pool;
 - a vector report: codebook PrivUnit at eps_vec of its ball point
   multiplied by H[r, c(node)], the Hadamard sign of its node's column c at
-  a level drawn from vec_min_level..T and a uniform row r.
+  a level drawn from 1..T and a uniform row r.
 The root choice, levels, seed indices and rows are drawn independently of
 the point, so only the randomisers' outputs depend on it; the sign binding
 costs no privacy because PrivUnit is eps-DP for *every* pair of inputs in
@@ -98,7 +98,7 @@ def encode_arrays(
     if np.any(sends):
         vec_level[root] = 0
         if vp is not None and t > 0:
-            vec_level[tree] = rng.integers(config.vec_min_level, t + 1, size=int(tree.sum()))
+            vec_level[tree] = rng.integers(1, t + 1, size=int(tree.sum()))
         vec_row[sends] = rng.integers(0, 1 << config.vec_columns_log2, size=int(sends.sum()))
         cols = np.zeros(n, dtype=np.int64)
         cols[root] = _column(space.keys(0, space.root()), config.vec_columns_log2)[0]

@@ -188,8 +188,6 @@ class ReportBatch:
             raise ReportError("this round takes no vector reports below the root")
         if np.any(has_v & (self.vec_level > config.levels)):
             raise ReportError(f"vector level outside 0..{config.levels}")
-        if np.any(has_v & ~root & (self.vec_level < config.vec_min_level)):
-            raise ReportError(f"vector level below the round's vec_min_level {config.vec_min_level}")
         m = 1 << config.vec_columns_log2
         if np.any(has_v & ((self.vec_row < 0) | (self.vec_row >= m))):
             raise ReportError(f"vector row outside 0..{m - 1}")

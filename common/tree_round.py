@@ -80,7 +80,7 @@ class RoundConfig:
     Every other device sends the tree's reports: a histogram report (OLH at
     ``eps_hist`` on its node at one of levels 1..T) and a vector report
     (PrivUnit at ``eps_vec`` on its point signed by its node's Hadamard
-    column at one of levels ``vec_min_level``..T). Basic composition gives eps_hist +
+    column at one of levels 1..T). Basic composition gives eps_hist +
     eps_vec <= epsilon; the choice costs nothing (``events.ChoiceEvent``).
     A zero share or epsilon means that report is not sent; ``levels = 0``
     makes every device a root device (a mean-only round).
@@ -112,7 +112,6 @@ class RoundConfig:
     min_batch: int = 0
     amplification_bound: str = ""
     round_id: str = "local"
-    vec_min_level: int = 1
 
     def __post_init__(self) -> None:
         if self.k < 1:
@@ -126,15 +125,12 @@ class RoundConfig:
         if self.model not in MODELS:
             raise ConfigError(f"model must be one of {MODELS}, got {self.model!r}")
         for name in ("k", "dim", "levels", "proj_dim", "hist_buckets", "hist_pool", "vec_columns_log2", "seed",
-                     "n_expected", "vec_candidates", "vec_cap", "root_candidates", "root_cap", "min_batch",
-                     "vec_min_level"):
+                     "n_expected", "vec_candidates", "vec_cap", "root_candidates", "root_cap", "min_batch"):
             v = getattr(self, name)
             if not isinstance(v, numbers.Integral) or isinstance(v, bool):
                 raise ConfigError(f"{name} must be an integer, got {v!r}")
         if not 0 <= self.levels <= 40:
             raise ConfigError(f"levels must be in [0, 40], got {self.levels}")
-        if not 1 <= self.vec_min_level <= max(self.levels, 1):
-            raise ConfigError(f"vec_min_level must be in [1, levels={max(self.levels, 1)}], got {self.vec_min_level}")
         if not 1 <= self.proj_dim <= self.dim:
             raise ConfigError(f"proj_dim must be in [1, dim={self.dim}], got {self.proj_dim}")
         if self.encoder == "nettree" and self.proj_dim > 12:
@@ -369,14 +365,6 @@ def derive_config(
       point can be far from its devices: issue 15's held-out data (d = 7,
       clipped tails) gave 1.3-1.6x the one-center cost. There it sends
       vector reports like every other tree round.
-    - vector levels (lsh): vector reports go to levels log2 k + 2 .. T only
-      (``vec_min_level``); above that a node holds several clusters, so its
-      column's estimate serves no center. Issue 15, paper generator n=1e6,
-      d=100, k=8, eps=1, with the decoder's posterior quiet-node prior: 0.197
-      / 0.277 / 0.238 (seeds 0-2) with levels 1..T, 0.181 / 0.245 / 0.278
-      from level 5. Noisy per seed; kept because no report is spent on a
-      node that cannot be a center. nettree keeps 1..T: its 2^d' children per
-      node separate clusters at the first levels.
     - if even a cluster of n/k devices could not be located within the unit
       ball's scale (predicted center error > 1), T = 0: the whole budget
       estimates the mean, which is then the best private answer.
@@ -461,10 +449,6 @@ def derive_config(
         if dim < 2:
             raise ConfigError("a mean-only round (levels=0) needs dim >= 2: use encoder='nettree' for 1-D data")
         eps_vec, eps_hist, root_share = 0.0, 0.0, 1.0
-    # lsh: k well-separated clusters share their first ~log2 k sign bits, so a vector report at a
-    # level above log2 k + 2 sums several clusters and its column's noise buys nothing for any one
-    # center; the vector reports go to levels log2 k + 2 .. T (see the docstring's measurement).
-    vec_min_level = max(1, min(levels, logk + 2)) if encoder == "lsh" else 1
     per_level = n_expected / (levels + 1)
     columns_log2 = int(min(16, max(10, math.ceil(math.log2(max(per_level, 2))) + 1)))
     params: dict[str, Any] = dict(
@@ -483,13 +467,9 @@ def derive_config(
         vec_columns_log2=columns_log2,
         seed=secrets.randbits(63) if seed is None else int(seed),
         n_expected=int(n_expected),
-        vec_min_level=vec_min_level,
         **shuffle,
     )
     params.update(overrides)
-    lv = params["levels"]
-    if "vec_min_level" not in overrides and isinstance(lv, int):  # an overridden levels keeps the rule
-        params["vec_min_level"] = max(1, min(lv, vec_min_level))
     if params["eps_vec"] > 0 and not ("vec_candidates" in overrides and "vec_cap" in overrides):
         vp = PrivUnitParams.calibrate(dim, params["eps_vec"], overrides.get("vec_candidates"))
         params["vec_candidates"], params["vec_cap"] = vp.candidates, vp.cap

@@ -132,20 +132,3 @@ def test_a_root_index_outside_the_root_codebook_is_refused():
     batch.vec_index[root] = 16
     with pytest.raises(ReportError, match="vector index outside 0..15"):
         batch.validate(cfg)
-
-
-def test_vector_reports_are_sent_only_from_the_rounds_vec_min_level():
-    cfg = derive_config(100_000, 20, 8, 2.0, encoder="lsh", seed=1)
-    assert cfg.vec_min_level == 5
-    batch = encode_arrays(np.random.default_rng(0).standard_normal((4000, 20)) * 0.1, cfg, np.random.default_rng(1))
-    tree_levels = batch.vec_level[batch.vec_level > 0]
-    assert tree_levels.min() == cfg.vec_min_level and tree_levels.max() == cfg.levels
-    batch.validate(cfg)
-
-
-def test_a_vector_report_below_vec_min_level_is_refused():
-    cfg = derive_config(100_000, 20, 8, 2.0, encoder="lsh", seed=1)
-    batch, _, tree = _one_of_each(cfg)
-    batch.vec_level[tree] = cfg.vec_min_level - 1
-    with pytest.raises(ReportError, match="below the round's vec_min_level 5"):
-        batch.validate(cfg)

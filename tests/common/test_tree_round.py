@@ -59,19 +59,6 @@ def test_identity_nettree_above_three_dimensions_sends_vector_reports():
     assert cfg.identity_projection and cfg.eps_vec > 0
 
 
-def test_lsh_vector_reports_start_where_k_clusters_can_separate():
-    # k = 8: 2^3 nodes at level 3 cannot separate 8 clusters with a margin; reports go to 5..T.
-    cfg = derive_config(1_000_000, 100, 8, 1.0, encoder="lsh", seed=1)
-    assert cfg.vec_min_level == 5 and cfg.levels > 5
-    assert derive_config(100_000, 10, 4, 4.0, encoder="nettree", seed=1).vec_min_level == 1
-
-
-def test_old_configs_without_vec_min_level_still_load():
-    data = config_to_dict(base())
-    data.pop("vec_min_level")
-    assert config_from_dict(data).vec_min_level == 1
-
-
 def test_unknown_event_raises_instead_of_guessing():
     with pytest.raises(PrivacyError):
         local_epsilon(object())
@@ -113,9 +100,6 @@ def test_different_seeds_give_different_public_randomness():
         ("seed", -1, "seed must be"),
         ("n_expected", 0, "n_expected must be"),
         ("delta", 1.0, "delta must be"),
-        ("vec_min_level", 0, "vec_min_level must be"),
-        ("vec_min_level", 99, "vec_min_level must be"),
-        ("vec_min_level", 2.0, "vec_min_level must be an integer"),
     ],
 )
 def test_rejects_invalid_parameter(field, value, match):
