@@ -157,8 +157,14 @@ class TreeDecoder:
             else:
                 pos = clip_to_ball(vec_sums / np.maximum(weights, 1.0)[:, None])
         diag["coreset_points"] = int(core.size)
+        # The picture is drawn in the data's space: a projected nettree's lattice points live in the
+        # d'-dim projection, so there the coreset is drawn at its nodes' vector means (as lsh's is).
+        shown = pos
+        if pos.shape[1] != cfg.dim:
+            assert vec_sums is not None and vec_q is not None  # a projected nettree sends vector reports
+            shown = self._leaf_means(tree, vec_sums, vec_q, weights, cfg.dim)
         # Lattice cells of the ball can lie outside a box's image: drawn inside the public domain, as centers are.
-        picture = coreset_picture(cfg.bound.from_ball(cfg.bound.project_ball(pos[core])), weights[core])
+        picture = coreset_picture(cfg.bound.from_ball(cfg.bound.project_ball(shown[core])), weights[core])
         c_core = weighted_kmeans(pos[core], weights[core], cfg.k, self.rng, restarts=self.restarts)
         labels_core = assign(pos[core], c_core)
         kk = c_core.shape[0]

@@ -52,6 +52,27 @@ def test_result_carries_a_privacy_statement():
     assert res.centers.shape == (3, 10)
 
 
+def test_a_projected_nettree_in_a_box_draws_its_coreset_in_the_datas_space():
+    # d = 16 projects to d' = 5 lattice dimensions; the box bound is 16-dimensional. The picture's
+    # axes and origin live in the data's 16 features (the lattice points do not: they are in R^5).
+    from shoal.client.encoder import encode_arrays
+    from shoal.common.tree_round import derive_config
+    from shoal.server.decoders.tree.accumulate import LevelAccumulator
+
+    rng = np.random.default_rng(0)
+    box = PublicBound(low=tuple([0.0] * 16), high=tuple([15.0] * 16))
+    centers = rng.uniform(2, 13, (4, 16))
+    x = np.clip(centers[rng.integers(0, 4, 40_000)] + rng.normal(0, 0.3, (40_000, 16)), 0, 15)
+    cfg = derive_config(40_000, 16, 4, 8.0, encoder="nettree", bound=box, seed=3)
+    assert cfg.proj_dim < 16
+    acc = LevelAccumulator(cfg)
+    acc.add(encode_arrays(x, cfg, np.random.default_rng(1), wire=False))
+    res = TreeDecoder(np.random.default_rng(0)).decode(acc)
+    assert res.picture is not None
+    assert np.asarray(res.picture["axes"]).shape == (2, 16) and len(res.picture["origin"]) == 16
+    assert np.all((np.asarray(res.picture["origin"]) >= 0) & (np.asarray(res.picture["origin"]) <= 15))
+
+
 @pytest.mark.parametrize(("encoder", "seed"), [("nettree", 0), ("nettree", 1), ("nettree", 2), ("lsh", 0)])
 def test_clipped_long_tails_are_never_worse_than_the_private_one_center_bound(encoder, seed):
     """Issue 15: d = 7, k = 10 (identity nettree), eps = 1, n = 5e4, tails
