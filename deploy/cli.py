@@ -93,7 +93,8 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
     b.add_argument("--eps", default="1,2,4,8")
     b.add_argument("--seeds", type=int, default=3)
     b.add_argument("--encoders", default="lsh,nettree,auto",
-                   help="auto's rows are runs of their own (same seeds), compared with the better of the others")
+                   help="auto's rows reuse the run of the encoder auto picks (same config and seeds: the same answer), "
+                        "compared with the better of the others")
     b.add_argument("--smoke", action="store_true", help="tiny sizes, for CI")
     b.add_argument("--ablation", action="store_true", help="decoder before/after table instead of the sweep")
     b.add_argument("--oracle", action="store_true", help="only the frequency-oracle benchmark")
