@@ -275,10 +275,10 @@ def run_bench(args: argparse.Namespace) -> int:
                 ds = Dataset(ds.name, ds.points[:2000], ds.k, ds.bound)
             reference = nonprivate_objective(ds.bound.to_ball(ds.points), ds.k, seed)
             runs: dict[tuple[str, float], dict[str, Any]] = {}
+            n, d = ds.points.shape
             for enc in encs:
                 for eps in epss:
-                    n, d = ds.points.shape
-                    chosen = derive_config(n, d, ds.k, eps, encoder=enc, bound=ds.bound, seed=seed).encoder
+                    chosen = enc if enc != "auto" else derive_config(n, d, ds.k, eps, bound=ds.bound, seed=seed).encoder
                     if (chosen, eps) in runs:
                         # auto picked an encoder this seed already ran: the same config and seeds give the
                         # same reports and the same answer, so its row is that run's (marked as reused).

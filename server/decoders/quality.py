@@ -68,19 +68,15 @@ def tree_quality(cfg: RoundConfig, ball: NDArray[np.float64], diag: dict[str, An
             f"mean-only round: at eps={cfg.epsilon:.3g} with {cfg.n_expected} devices expected, no cluster of "
             f"n/k devices could be located, so every device estimated the mean and all {cfg.k} centers are that "
             "private mean. More devices, a larger eps or a smaller k would let a tree be built.")
-    elif cert.get("answer") == "private mean" and distinct == 1:
-        # The tree located nothing but the whole population (a one-node coreset): there was no
-        # answer to test against the mean, so "gain 0 against a noise sd of 0" would say nothing.
-        out["answer"] = "private mean"
-        out["clusters_found"] = False
-        out["verdict"] = (
-            f"no clusters found: the tree located no group of devices below the whole population, so all "
-            f"{cfg.k} centers are the private mean. Treat this as a one-center answer; more devices, a larger eps or "
-            "a smaller k would let the tree find clusters.")
     elif cert.get("answer") == "private mean":
         out["answer"] = "private mean"
         out["clusters_found"] = False
+        # A one-node coreset (the tree located nothing but the whole population) had no answer to
+        # test against the mean, so "gain 0 against a noise sd of 0" would say nothing.
         out["verdict"] = (
+            f"no clusters found: the tree located no group of devices below the whole population, so all "
+            f"{cfg.k} centers are the private mean. Treat this as a one-center answer; more devices, a larger eps or "
+            "a smaller k would let the tree find clusters.") if distinct == 1 else (
             f"no clusters shown: the tree's centers could not be shown to beat the private mean (estimated gain "
             f"{cert.get('gain', 0.0):.3g} against a noise sd of {cert.get('gain_sd', 0.0):.3g}), so center "
             f"{cert.get('mean_center', 0)} is the private mean and the other {cfg.k - 1} are the tree's guesses. "

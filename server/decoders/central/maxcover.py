@@ -70,7 +70,7 @@ def private_max_coverage(
         raise ConfigError(f"max coverage: step_eps must be finite and > 0, got {step_eps}")
     if empty_sets < 0:
         raise ConfigError(f"max coverage: empty_sets must be >= 0, got {empty_sets}")
-    rows = sparse.csr_matrix(incidence, dtype=np.int64)
+    rows = sparse.csr_matrix(incidence, dtype=np.int64, copy=True)  # a copy: the caller's matrix is not touched
     rows.data[:] = 1
     cols = rows.tocsc()
     active = np.asarray(active, dtype=bool)
