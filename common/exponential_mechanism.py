@@ -105,18 +105,30 @@ def choose(
     rng: np.random.Generator,
     sensitivity: float = 1.0,
     block: tuple[int, int] | None = None,
+    counts: ArrayLike | None = None,
 ) -> int:
-    """Index of the chosen candidate; ``len(scores)`` means "one of the block"."""
+    """Index of the chosen candidate; ``len(scores)`` means "one of the block".
+
+    ``counts``: candidate i stands for counts[i] >= 1 candidates of the same
+    score (the law of "which group"; the caller draws the member uniformly),
+    so a million sets with a handful of distinct gains cost a handful of draws."""
     _check(epsilon, sensitivity, block)
     u = np.asarray(scores)
     if u.ndim != 1 or (u.size == 0 and block is None):
         raise ConfigError(f"exponential mechanism: scores must be a non-empty 1-D array, got shape {u.shape}")
     if u.size and not np.issubdtype(u.dtype, np.integer):
         raise ConfigError(f"exponential mechanism: scores must be integers (counts), got dtype {u.dtype}")
+    mult = None if counts is None else np.asarray(counts)
+    if mult is not None and (mult.shape != u.shape or (mult.size and (not np.issubdtype(mult.dtype, np.integer)
+                                                                      or mult.min() < 1))):
+        raise ConfigError(f"exponential mechanism: counts must be integers >= 1 shaped like the scores {u.shape}, "
+                          f"got shape {mult.shape}")
     rate = Fraction(epsilon) / (2 * Fraction(sensitivity))  # exact: floats are dyadic rationals
     n = int(u.size)
     m = n + (block is not None)
     offs = u.astype(np.float64) * float(rate)
+    if mult is not None:
+        offs = offs + np.log(mult.astype(np.float64))
     if block is not None:
         offs = np.append(offs, float(rate) * block[1] + math.log(block[0]))
     top = np.iinfo(np.uint64).max
@@ -146,8 +158,9 @@ def choose(
                 ctx.prec = prec
                 score = block[1] if (block is not None and i == n) else int(u[i])
                 c = decimal.Decimal((rate * score).numerator) / decimal.Decimal((rate * score).denominator)
-                if block is not None and i == n and block[0] > 1:
-                    c += decimal.Decimal(block[0]).ln()
+                size = block[0] if (block is not None and i == n) else (1 if mult is None else int(mult[i]))
+                if size > 1:
+                    c += decimal.Decimal(size).ln()
                 g_l = _gumbel_decimal(num[i], bits[i], False)
                 g_h = _gumbel_decimal(num[i] + 1, bits[i], True)
                 if g_l is None:
@@ -167,11 +180,13 @@ def choose(
 
 
 def probabilities(scores: ArrayLike, epsilon: float, sensitivity: float = 1.0,
-                  block: tuple[int, int] | None = None) -> NDArray[np.float64]:
+                  block: tuple[int, int] | None = None, counts: ArrayLike | None = None) -> NDArray[np.float64]:
     """The mechanism's exact law (in float64), for tests and the utility statement."""
     _check(epsilon, sensitivity, block)
     u = np.asarray(scores, dtype=np.float64)
     logits = u * epsilon / (2 * sensitivity)
+    if counts is not None:
+        logits = logits + np.log(np.asarray(counts, dtype=np.float64))
     if block is not None:
         logits = np.append(logits, math.log(block[0]) + block[1] * epsilon / (2 * sensitivity))
     logits -= logits.max()

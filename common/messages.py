@@ -95,6 +95,33 @@ def sketch_rows(messages: list[SketchMessage], params: SketchParams) -> NDArray[
     return rows
 
 
+MAX_POINT_DIM = 100_000
+
+
+class PointMessage(BaseModel):
+    """A central round's report: the device's point, clipped into the round's
+    bound and mapped into the unit ball (``PublicBound.to_ball``). Raw data:
+    it travels sealed to the server (the curator), never in the clear."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    round_id: str = Field(min_length=1, max_length=64)
+    message_id: str = Field(pattern=r"^[0-9a-f]{32}$")
+    point: list[FiniteFloat] = Field(min_length=1, max_length=MAX_POINT_DIM)
+
+
+def point_rows(messages: list[PointMessage], dim: int) -> NDArray[np.float64]:
+    """(n, dim) float64, each a point of the unit ball (a little float slack allowed, then clipped)."""
+    bad = next((len(m.point) for m in messages if len(m.point) != dim), None)
+    if bad is not None:
+        raise ReportError(f"point has {bad} coordinates, the round has dim {dim}")
+    rows = np.array([m.point for m in messages], dtype=np.float64).reshape(len(messages), dim)
+    norms = np.linalg.norm(rows, axis=1)
+    if np.any(norms > 1 + 1e-6):
+        raise ReportError(f"a point has norm {float(norms.max()):.6g}: points are sent in the unit ball "
+                          "(clip into the round's bound, then PublicBound.to_ball)")
+    return rows / np.maximum(norms, 1.0)[:, None]
+
+
 def new_message_id() -> str:
     """A random 128-bit id (hex): lets a server drop a retried duplicate."""
     return secrets.token_hex(16)

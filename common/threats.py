@@ -47,3 +47,13 @@ def secure_sum_guarantee(epsilon: float, delta: float, min_devices: int) -> dict
             "words": f"({epsilon:g}, {delta:g})-DP for the server's view of the sum of at least {min_devices} "
                      "devices, if the shuffler does not collude; no local guarantee (a device's shares alone "
                      "reveal its value plus a small share of the noise)"}
+
+
+def curator_guarantee(epsilon: float, delta: float) -> dict[str, Any]:
+    """Central DP by a trusted curator (the server holds raw points): covers only what it releases."""
+    return {"epsilon": epsilon, "delta": delta, "against": ["readers of the result"],
+            "assumes": ["the curator (the server, or whoever runs the fit) is trusted with every raw point: "
+                        "not against a curious or hostile server",
+                        "neighbouring datasets differ by adding or removing one point"],
+            "words": f"({epsilon:g}, {delta:g})-DP for the released centers, sizes and coreset; the curator sees "
+                     "every raw point, so there is no local guarantee"}

@@ -26,9 +26,12 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
                        help="public per-feature box instead of --radius (LOW:HIGH for every feature; write --box=-1:1 when LOW is negative); without "
                             "either, radius 1 is used and the fraction of points it clips is printed")
         s.add_argument("--seed", type=int, default=0)
-        s.add_argument("--model", choices=("local", "shuffle"), default="local",
-                       help="shuffle: --eps/--delta are central; devices randomise at the amplified eps0")
-        s.add_argument("--delta", type=float, default=None, help="central delta of a shuffle round (default 1e-6)")
+        s.add_argument("--model", choices=("local", "shuffle", "central"), default="local",
+                       help="shuffle: --eps/--delta are central; devices randomise at the amplified eps0. "
+                            "central: a trusted curator holds the points (seeds 000/003, --algorithm)")
+        s.add_argument("--algorithm", choices=("auto", "maxcover-000", "maxcover-003"), default=None,
+                       help="central model only: seed 000's or seed 003's private max coverage (auto: by dimension)")
+        s.add_argument("--delta", type=float, default=None, help="central delta of a shuffle or central run (default 1e-6)")
         s.add_argument("--min-batch", type=int, default=None,
                        help="shuffle batch the guarantee assumes (default: all devices in one batch)")
         s.add_argument("--refine", default=None, metavar="EPS2|auto",
@@ -56,8 +59,11 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
         sm.add_argument("--workers", type=int, default=2, help="device processes (httpx clients) sharing --concurrency")
         sm.add_argument("--min-batch", type=int, default=100,
                         help="shuffler batch threshold (and, with --model shuffle, the batch the guarantee assumes)")
-        sm.add_argument("--model", choices=("local", "shuffle"), default="local",
-                        help="shuffle: --eps/--delta are the central target; devices randomise at the amplified eps0")
+        sm.add_argument("--model", choices=("local", "shuffle", "central"), default="local",
+                        help="shuffle: --eps/--delta are the central target; devices randomise at the amplified eps0. "
+                             "central: devices seal raw points to the server, the curator (needs --via-shuffler)")
+        sm.add_argument("--algorithm", choices=("auto", "maxcover-000", "maxcover-003"), default=None,
+                        help="central model only: seed 000's or seed 003's private max coverage")
         sm.add_argument("--delta", type=float, default=1e-6)
         sm.add_argument("--refine", type=float, default=None, metavar="EPS",
                         help="after the round, a refine round at central EPS (delta --delta, at least --min-batch devices) "
@@ -127,7 +133,19 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.model == "local" and (args.delta is not None or args.min_batch is not None or args.refine):
         print("shoal simulate: --delta, --min-batch and --refine belong to --model shuffle", file=sys.stderr)
         return 2
+    if args.algorithm is not None and args.model != "central":
+        print("shoal simulate: --algorithm belongs to --model central", file=sys.stderr)
+        return 2
     bound = cli_bound(args.radius, args.box, points, "shoal simulate")
+    if args.model == "central":
+        if args.min_batch is not None or args.refine or args.encoder != "auto":
+            print("shoal simulate: --model central takes --algorithm, not --encoder, --min-batch or --refine",
+                  file=sys.stderr)
+            return 2
+        from shoal.deploy.central import simulate_central
+
+        return simulate_central(points, args.k, args.eps, 1e-6 if args.delta is None else args.delta, bound,
+                                args.algorithm or "auto", args.seed, args.json)
     delta = (1e-6 if args.delta is None else args.delta) if args.model == "shuffle" else 0.0
     try:
         refine_eps = refine_epsilon(args.refine, points, args.k, args.eps, delta, args.min_batch)

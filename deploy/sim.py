@@ -330,8 +330,11 @@ def _join_round(args: argparse.Namespace, server_url: str, dim: int) -> dict[str
 
 
 def run_sim(args: argparse.Namespace) -> int:
-    if (args.model == "shuffle" or args.refine) and not args.via_shuffler:
-        print("shoal sim: --model shuffle and --refine need --via-shuffler", file=sys.stderr)
+    if (args.model in ("shuffle", "central") or args.refine) and not args.via_shuffler:
+        print("shoal sim: --model shuffle, --model central and --refine need --via-shuffler", file=sys.stderr)
+        return 2
+    if (args.algorithm is not None and args.model != "central") or (args.model == "central" and args.encoder != "auto"):
+        print("shoal sim: --algorithm belongs to --model central, which takes no --encoder", file=sys.stderr)
         return 2
     if args.records_per_device > 1 and (args.encoder != "sketch" or args.model != "local"):
         print("shoal sim: --records-per-device is for local-model sketch rounds", file=sys.stderr)
@@ -374,6 +377,8 @@ def run_sim(args: argparse.Namespace) -> int:
         body: dict[str, Any] = {"k": k, "dim": d, "epsilon": args.eps, "n_expected": n, "encoder": args.encoder,
                                 **({"model": "shuffle", "delta": args.delta, "min_batch": args.min_batch}
                                    if args.model == "shuffle" else {}),
+                                **({"model": "central", "delta": args.delta, "algorithm": args.algorithm or "auto"}
+                                   if args.model == "central" else {}),
                                 **({"tuning": {"max_devices": max(n, 100 * args.min_batch)}}
                                    if args.model == "shuffle" and args.encoder == "sketch" else {}),
                                 "bound": {"radius": b.radius, "low": list(b.low) if b.low else None,
@@ -392,7 +397,8 @@ def run_sim(args: argparse.Namespace) -> int:
                       f"n_expected={body['n_expected']}); its id is in {args.round_file}")
                 return 0
         rid = rnd["id"]
-        encoder = str(rnd["config"].get("encoder", args.encoder))  # what "auto" chose
+        # What "auto" chose: the tree's encoder, or a central round's algorithm.
+        encoder = str(rnd["config"].get("encoder", rnd["config"].get("spec", {}).get("algorithm", args.encoder)))
         bodies, urls, heads = _device_bodies(args, ds, rnd, server_url, shuffler_url)
         t = time.perf_counter()
         failures = send_devices(bodies, urls, heads, args.concurrency, args.workers, not args.json)
@@ -456,7 +462,8 @@ def run_sim(args: argparse.Namespace) -> int:
             if res.get("quality"):
                 print(f"  verdict: {res['quality']['verdict']}")
             pr = res["privacy"]
-            device_eps = "none (secure sum)" if pr["device_epsilon"] is None else f"{pr['device_epsilon']:.3f}"
+            device_eps = (f"none ({'the server is the curator' if pr['model'] == 'central' else 'secure sum'})"
+                          if pr["device_epsilon"] is None else f"{pr['device_epsilon']:.3f}")
             print(f"  privacy: model {pr['model']}, device eps {device_eps}, "
                   f"central ({pr['central_epsilon']:.3f}, {pr['delta']:g})")
             if args.encoder == "sketch":

@@ -17,7 +17,7 @@ from pydantic import (
 )
 
 from shoal.common.bounds import PublicBound
-from shoal.common.messages import DeviceMessage, SketchMessage
+from shoal.common.messages import DeviceMessage, PointMessage, SketchMessage
 from shoal.server.rounds.kinds import RefineRequest, RoundRequest
 
 
@@ -86,6 +86,13 @@ def _tuning_error(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+class CentralTuningIn(BaseModel):
+    """Expert overrides for a central round (``derive_central``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    lift_steps: int | None = Field(None, ge=0, le=5, description="noisy-average Lloyd steps (default: 1 or 2 by rule)")
+
+
 class CreateRoundIn(BaseModel):
     """What an operator gives; every other parameter is derived (``derive_config``)."""
 
@@ -98,9 +105,13 @@ class CreateRoundIn(BaseModel):
         "auto", description=("auto: nettree or lsh by a measured rule from (n_expected, dim, k, the device's epsilon) "
                              "(common/encoder_rule.py); the round's config says which. "
                              "sketch: scrambled compressive sketches decoded by CL-OMPR (common/sketch_round.py)"))
-    model: Literal["local", "shuffle"] = Field(
-        "local", description="shuffle: epsilon/delta are the central target for batches of >= min_batch")
-    delta: float | None = Field(None, gt=0, lt=1, description="shuffle model only")
+    model: Literal["local", "shuffle", "central"] = Field(
+        "local", description=("shuffle: epsilon/delta are the central target for batches of >= min_batch; "
+                              "central: the server is the curator (devices seal raw points to it; "
+                              "common/central_round.py)"))
+    algorithm: Literal["auto", "maxcover-000", "maxcover-003"] | None = Field(
+        None, description="central model only: seed 000's or seed 003's private max coverage (auto: by dimension)")
+    delta: float | None = Field(None, gt=0, lt=1, description="shuffle and central models only")
     min_batch: int | None = Field(None, ge=2, le=10**9, description=(
         "shuffle model only: smallest batch released (sketch rounds: fewest devices whose noise shares give the guarantee)"))
     bound: BoundIn = Field(default_factory=lambda: BoundIn(radius=1.0))
@@ -111,20 +122,26 @@ class CreateRoundIn(BaseModel):
         """The domain object the round service takes."""
         b = self.bound
         bound = PublicBound(radius=b.radius, low=tuple(b.low) if b.low else None, high=tuple(b.high) if b.high else None)
+        encoder: str = self.encoder
+        if self.model == "central":  # the central kind serves its algorithms as encoders
+            encoder = "maxcover" if self.algorithm in (None, "auto") else self.algorithm
         return RoundRequest(k=self.k, dim=self.dim, epsilon=self.epsilon, n_expected=self.n_expected,
-                            encoder=self.encoder, model=self.model, delta=self.delta or 0.0,
+                            encoder=encoder, model=self.model, delta=self.delta or 0.0,
                             min_batch=self.min_batch or 0, bound=bound, tuning=dict(self.tuning))
 
     @model_validator(mode="after")
     def _tuning_fields(self) -> CreateRoundIn:
         """Every override is checked here, by name and type; only the keys given
         are kept (the rest stay derived)."""
-        model: type[BaseModel] = SketchTuningIn if self.encoder == "sketch" else TreeTuningIn
+        if self.model == "central":
+            model: type[BaseModel] = CentralTuningIn
+        else:
+            model = SketchTuningIn if self.encoder == "sketch" else TreeTuningIn
         try:
             checked = model.model_validate(self.tuning)
         except ValidationError as exc:
             raise ValueError(f"{_tuning_error(exc)} (known keys for {'an' if self.encoder == 'auto' else 'a'} "
-                             f"{self.encoder} round: "
+                             f"{'central' if self.model == 'central' else self.encoder} round: "
                              f"{', '.join(model.model_fields)})") from exc
         self.tuning = checked.model_dump(exclude_none=True)
         return self
@@ -135,6 +152,10 @@ class CreateRoundIn(BaseModel):
             raise ValueError("a shuffle round needs delta and min_batch")
         if self.model == "local" and (self.delta is not None or self.min_batch is not None):
             raise ValueError("delta and min_batch apply to shuffle rounds only")
+        if self.model == "central" and (self.delta is None or self.min_batch is not None or self.encoder != "auto"):
+            raise ValueError("a central round needs delta, and takes an algorithm instead of encoder and min_batch")
+        if self.model != "central" and self.algorithm is not None:
+            raise ValueError("algorithm applies to central rounds only (model: central)")
         return self
 
     @field_validator("epsilon")
@@ -178,7 +199,7 @@ class RoundOut(BaseModel):
 
 class BatchIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    messages: list[DeviceMessage | SketchMessage] = Field(min_length=1)
+    messages: list[DeviceMessage | SketchMessage | PointMessage] = Field(min_length=1)
 
 
 class RefusedOut(BaseModel):
@@ -242,8 +263,8 @@ class GuaranteeOut(BaseModel):
 
     epsilon: float
     delta: float
-    against: list[Literal["curious server", "colluding shuffler", "hostile server"]] = Field(
-        description="the adversaries this guarantee holds against")
+    against: list[Literal["curious server", "colluding shuffler", "hostile server", "readers of the result"]] = Field(
+        description="the adversaries this guarantee holds against (central rounds: only readers of the result)")
     assumes: list[str] = Field(description="what must hold for it")
     words: str = Field(description="the guarantee in one sentence")
 

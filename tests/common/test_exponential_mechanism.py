@@ -112,3 +112,33 @@ def test_rejects_invalid_parameter(kw, match):
     with pytest.raises(ConfigError, match=match):
         em.choose(args["scores"], args["epsilon"], np.random.default_rng(0), sensitivity=args["sensitivity"],
                   block=args["block"])
+
+
+def test_counts_stand_for_that_many_candidates_of_one_score():
+    # Grouped: scores (0, 3, 1) standing for (5, 2, 1) candidates is the law of the
+    # expanded list 0 x5, 3 x2, 1 summed per group.
+    scores, counts = np.array([0, 3, 1]), np.array([5, 2, 1])
+    expanded = em.probabilities(np.repeat(scores, counts), 1.2)
+    grouped = np.add.reduceat(expanded, [0, 5, 7])
+    np.testing.assert_allclose(em.probabilities(scores, 1.2, counts=counts), grouped, rtol=1e-12)
+    rng = np.random.default_rng(5)
+    draws = np.array([em.choose(scores, 1.2, rng, counts=counts) for _ in range(8_000)])
+    assert _chi2_pvalue(draws, grouped) > 1e-4
+
+
+def test_counts_keep_the_law_exact_in_the_decimal_refinement(monkeypatch):
+    monkeypatch.setattr(em, "_MARGIN", 1e3)
+    scores, counts = np.array([2, 0, 1]), np.array([1, 30, 4])
+    rng = np.random.default_rng(6)
+    draws = np.array([em.choose(scores, 1.0, rng, counts=counts) for _ in range(2_000)])
+    assert _chi2_pvalue(draws, em.probabilities(scores, 1.0, counts=counts)) > 1e-4
+
+
+@pytest.mark.parametrize("counts,match", [
+    (np.array([1, 0]), "counts must be integers >= 1"),
+    (np.array([1.0, 2.0]), "counts must be integers >= 1"),
+    (np.array([1, 2, 3]), "shaped like the scores"),
+])
+def test_rejects_invalid_counts(counts, match):
+    with pytest.raises(ConfigError, match=match):
+        em.choose(np.array([1, 2]), 1.0, np.random.default_rng(0), counts=counts)

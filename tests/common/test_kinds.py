@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from shoal.common.bounds import PublicBound
+from shoal.common.central_round import derive_central_round
 from shoal.common.errors import ConfigError
 from shoal.common.kinds import Mixing, config_kinds, dump_config, kind_name, parse_config
 from shoal.common.refine_round import derive_refine
@@ -23,6 +24,8 @@ def _configs():
         "sketch shuffle": derive_sketch_round(10_000, 3, 4, 1.0, bound=bound, seed=7, model="shuffle", delta=1e-6,
                                               min_devices=1000),
         "refine": derive_refine("parent", np.eye(3)[:2] * 0.5, bound, 1.0, 1e-7, 100),
+        "central 003": derive_central_round(10_000, 3, 4, 1.0, 1e-6, bound, algorithm="maxcover-003", seed=3),
+        "central 000": derive_central_round(10_000, 20, 4, 1.0, 1e-6, bound, algorithm="maxcover-000", seed=3),
     }
 
 
@@ -48,6 +51,10 @@ def test_secure_sum_rounds_mix_every_share_of_min_devices_in_one_flush(name):
     cfg = _configs()[name]
     ss = cfg.secure_sum
     assert config_kinds()[name.split()[0]].mixing(cfg) == Mixing(ss.min_devices * ss.shares, False, ss.shares)
+
+
+def test_the_shuffler_carries_central_points_without_a_mixing_rule():
+    assert config_kinds()["central"].mixing(_configs()["central 000"]) == Mixing(0, True, 1)
 
 
 def test_mixing_refuses_a_negative_minimum():

@@ -155,3 +155,42 @@ def test_a_tree_round_takes_one_part_and_both_forms_are_refused(server, shuffler
     assert r.status_code == 422 and "takes 1 parts" in r.text
     r = httpx.post(url + f"/rounds/{rid}/messages", json=sealed.body(0) | {"parts": list(sealed)}, headers=h)
     assert r.status_code == 422 and "exactly one of" in r.text
+
+
+def test_devices_seal_their_points_to_the_curator_in_a_central_round(server, shuffler, tmp_path):
+    """Issue 17: a central round's device sends its clipped raw point sealed to the
+    server, only with its owner's consent; its ledger records no local guarantee
+    but the release's central (eps, delta); the server decodes the points."""
+    from shoal.client.device import Device
+    from shoal.client.ledger import Ledger
+    from shoal.common.errors import PrivacyError
+
+    url, _, _ = shuffler
+    body = {"k": 2, "dim": 2, "epsilon": 4.0, "n_expected": 40, "model": "central", "algorithm": "maxcover-003",
+            "delta": 1e-6, "bound": {"radius": 2.0}}
+    r = httpx.post(server.url + "/rounds", json=body, headers=server.op_headers())
+    assert r.status_code == 201, r.text
+    rid = r.json()["id"]
+    assert r.json()["config"]["kind"] == "central" and r.json()["config"]["spec"]["algorithm"] == "maxcover-003"
+    pin = httpx.get(server.url + "/server-key").json()["fingerprint"]
+    with pytest.raises(PrivacyError, match="sees this device's raw point"):
+        Device(server.url, tmp_path / "no.json", shuffler_url=url, server_key=pin).participate(rid, [0.1, 0.2])
+    r = httpx.post(server.url + f"/rounds/{rid}/reports", json={"round_id": rid, "message_id": "0" * 32, "point": [0, 0]})
+    assert r.status_code in (409, 422) and "sealed" in r.text  # never in the clear
+    pts = np.vstack([np.full((20, 2), 0.6), np.full((20, 2), -0.6)]) + np.random.default_rng(0).normal(0, .01, (40, 2))
+    toks = enrolled(url, server, 40)
+    for i in range(40):
+        Device(server.url, tmp_path / f"c{i}.json", shuffler_url=url, server_key=pin, device_token=toks[i],
+               allow_no_local_guarantee=True).participate(rid, pts[i])
+    entry = Ledger(tmp_path / "c0.json").entries[rid]
+    assert entry["guarantee"] == "none" and entry["central_epsilon"] <= 4.0 + 1e-9
+    assert Ledger(tmp_path / "c0.json").spent == 0.0
+    httpx.post(url + f"/rounds/{rid}/flush", headers={"Authorization": f"Bearer {server.shuffler}"})
+    # The shuffler releases batches of >= 20 (its own threshold); a smaller tail may stay buffered.
+    assert _wait_until(lambda: _reports(server, rid) + _buffered(shuffler[1]) == 40)
+    assert _reports(server, rid) >= 20
+    r = httpx.post(server.url + f"/rounds/{rid}/cluster", headers=server.op_headers(), timeout=60)
+    assert r.status_code == 200, r.text
+    res = r.json()
+    assert res["privacy"]["model"] == "central" and res["privacy"]["device_epsilon"] is None
+    assert len(res["centers"]) == 2

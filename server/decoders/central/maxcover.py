@@ -81,11 +81,10 @@ def private_max_coverage(
     left = active.copy()
     gains = np.asarray(rows @ left.astype(np.int64)).ravel()
     picked = np.full(steps, -1, dtype=np.int64)
-    block = (empty_sets, 0) if empty_sets else None
-    for i in range(steps):  # one exponential mechanism per step (m ~ 2 k ln(1/a)), vectorised over sets
-        j = choose(gains, 2 * step_eps, rng, block=block) if gains.size else rows.shape[0]
-        if j >= rows.shape[0]:
-            continue  # an empty set: covers nothing
+    for i in range(steps):  # one exponential mechanism per step (m ~ 2 k ln(1/a)), over the distinct gains
+        j = _pick(gains, empty_sets, step_eps, rng)
+        if j < 0:
+            continue  # a set that covers nothing new
         picked[i] = j
         newly = rows.indices[rows.indptr[j]:rows.indptr[j + 1]]
         newly = newly[left[newly]]
@@ -94,3 +93,34 @@ def private_max_coverage(
         left[newly] = False
         gains -= np.asarray(cols[:, newly].sum(axis=1)).ravel().astype(np.int64)
     return Coverage(picked, active & ~left)
+
+
+def uniform_below(total: int, rng: np.random.Generator) -> int:
+    """A uniform integer in [0, total) for any Python int total >= 1 (rejection on whole bytes)."""
+    nbytes = (total.bit_length() + 7) // 8 + 1
+    limit = (1 << (8 * nbytes)) // total * total
+    while True:
+        v = int.from_bytes(rng.bytes(nbytes), "little")
+        if v < limit:
+            return v % total
+
+
+def _pick(gains: NDArray[np.int64], empty_sets: int, step_eps: float, rng: np.random.Generator) -> int:
+    """One step: the exponential mechanism over the sets' gains, exactly.
+
+    Sets of equal gain are one group of that many (``choose``'s counts): the
+    group is drawn by its total weight, then a member uniformly, which is the
+    mechanism's law. Gain-0 sets and the empty ones are the block, whose
+    member is drawn uniformly too: a row of the matrix (a set whose points are
+    all covered), or -1 for one of the ``empty_sets`` (the caller draws which,
+    uniformly). Either way the pick covers nothing new."""
+    hist = np.bincount(gains) if gains.size else np.zeros(1, dtype=np.int64)
+    values = np.flatnonzero(hist[1:]) + 1
+    zero = int(hist[0]) + int(empty_sets)
+    block = (zero, 0) if zero else None
+    g = choose(values, 2 * step_eps, rng, block=block, counts=hist[values])
+    if g == values.size:  # the block: a gain-0 set, matrix row or empty, uniformly
+        j = uniform_below(zero, rng)
+        return int(np.flatnonzero(gains == 0)[j]) if j < hist[0] else -1
+    members = np.flatnonzero(gains == values[g])
+    return int(members[rng.integers(members.size)])

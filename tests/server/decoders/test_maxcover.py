@@ -97,3 +97,34 @@ def test_rejects_invalid_parameter(kw, match):
 def test_step_epsilon_rejects_invalid_parameter(eps, delta, match):
     with pytest.raises(ConfigError, match=match):
         step_epsilon(eps, delta)
+
+
+def test_one_pick_is_the_exponential_mechanism_over_every_set_of_the_universe():
+    """Sets of equal gain are drawn as one group, then a member uniformly; gain-0
+    rows and the empty sets are one block, then one of them uniformly: the law
+    of the pick must still be the mechanism over every set (rows 0..4, and the
+    3 empty sets as one outcome, -1)."""
+    from shoal.common.exponential_mechanism import probabilities
+    from shoal.server.decoders.central.maxcover import _pick
+
+    gains = np.array([0, 2, 2, 1, 0])
+    beta = 0.7
+    probs = probabilities(np.append(gains, [0, 0, 0]), 2 * beta)
+    expected = np.append(probs[:5], probs[5:].sum())
+    rng = np.random.default_rng(11)
+    draws = np.array([_pick(gains, 3, beta, rng) for _ in range(12_000)])
+    counts = np.bincount(np.where(draws < 0, 5, draws), minlength=6)
+    from scipy import stats
+    assert stats.chisquare(counts, expected * draws.size).pvalue > 1e-4
+
+
+def test_uniform_below_is_uniform_and_handles_numbers_beyond_64_bits():
+    from scipy import stats
+
+    from shoal.server.decoders.central.maxcover import uniform_below
+
+    rng = np.random.default_rng(12)
+    draws = np.array([uniform_below(7, rng) for _ in range(7_000)])
+    assert stats.chisquare(np.bincount(draws, minlength=7)).pvalue > 1e-4
+    big = [uniform_below(10**40, rng) for _ in range(200)]
+    assert all(0 <= v < 10**40 for v in big) and max(big) > 10**39

@@ -38,6 +38,13 @@ def _create(client, **change):
     ({"tuning": {"tree": {"a": 1.5}}}, "tuning.tree.a: Input should be a valid integer"),
     ({"tuning": {"amplification_bound": "magic"}}, "tuning.amplification_bound"),
     ({"encoder": "sketch", "tuning": {"restarts": 0}}, "tuning.restarts"),
+    ({"model": "central"}, "a central round needs delta"),
+    ({"model": "central", "delta": 1e-6, "min_batch": 100}, "takes an algorithm instead of encoder and min_batch"),
+    ({"model": "central", "delta": 1e-6, "encoder": "lsh"}, "takes an algorithm instead of encoder"),
+    ({"algorithm": "maxcover-000"}, "algorithm applies to central rounds only"),
+    ({"model": "central", "delta": 1e-6, "algorithm": "lloyd"}, "algorithm"),
+    ({"model": "central", "delta": 1e-6, "tuning": {"levels": 3}}, "tuning.levels: unknown key"),
+    ({"model": "central", "delta": 1e-6, "tuning": {"lift_steps": 9}}, "tuning.lift_steps"),
 ])
 def test_each_invalid_round_parameter_is_a_422_naming_it(client, change, needle):
     r = _create(client, **change)
@@ -49,6 +56,13 @@ def test_a_round_over_the_decode_memory_budget_is_refused_with_the_memory_it_nee
     r = _create(client, k=1000, dim=10_000, epsilon=8.0, n_expected=10**6)
     assert r.status_code == 422
     assert "would need about" in r.text and "GiB" in r.text and "SHOAL_DECODE_MEMORY_BYTES" in r.text
+
+
+def test_a_central_round_is_created_with_its_algorithm_and_the_curators_statement(client):
+    r = _create(client, model="central", delta=1e-6, dim=20, algorithm="maxcover-000", tuning={"lift_steps": 1})
+    assert r.status_code == 201, r.text
+    spec = r.json()["config"]["spec"]
+    assert spec["algorithm"] == "maxcover-000" and spec["lift_steps"] == 1 and not spec["lift_auto"]
 
 
 def test_tuning_overrides_that_are_valid_are_applied(client):

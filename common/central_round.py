@@ -1,0 +1,270 @@
+"""Central-model k-means (seeds 000 and 003): public parameters and privacy.
+
+A curator (the server, or a user's own process) holds the raw points and
+releases centers with central (eps, delta)-DP for adding or removing one
+point. Two algorithms share one pipeline (``server/decoders/central/``):
+
+1. a public projection to d' dimensions (seed 000, Step 1: JL with d' =
+   ceil(ln(n) / 2) as its experiments, public randomness from the seed);
+   none when d <= d' already;
+2. private maximum coverage over the cells of randomly shifted grids, fine
+   to coarse (seed 000, Alg. 1-2; seed 003, Alg. 2's loop): ``picks`` cells
+   per grid by the exponential mechanism on the not-yet-covered points,
+   the exponentially many empty cells as one block (seed 000's trick);
+3. every point moved to its nearest chosen cell center, the cell counts
+   released with discrete Laplace noise (seed 000, Step 3; seed 003, l. 10)
+   and clustered without privacy (weighted k-means++ and Lloyd);
+4. the lift (seed 000, Step 4): the points partitioned by the proxy's
+   centers, each part's size and sum released with discrete Laplace and
+   discrete Gaussian noise (``noisy_average.py``), center = sum / size;
+   ``lift_steps`` - 1 more such Lloyd steps in the original space (seed
+   000's experiments run one). Seed 003 has no lift when nothing is
+   projected: its centers are the proxy's.
+
+The two differ in what their papers fix: the budget split (seed 003: half
+greedy, half counts) and the lift (seed 003 has none when nothing is
+projected). Both account for the greedy by seed 003's Lemma 6 (Gupta et
+al.'s set-cover argument: per-pick weight exp(eps' gain) with eps' =
+eps / (2 ln(e / delta))), which gives a 27% larger eps' at delta = 1e-6
+than seed 000's Lemma 17 (eps = e eps_E ln(1/delta) / 2) for the same
+guarantee; Lemma 17 adapts the same argument.
+
+Nothing here reads data: ``derive_central`` needs only public numbers
+(``n`` is the expected size the operator publishes, as both papers treat n).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from shoal.common.bounds import PublicBound, published, unpublished
+from shoal.common.errors import ConfigError, PrivacyError
+from shoal.common.exact_sampling import laplace_scale_fraction
+from shoal.common.kinds import ConfigKind, Mixing
+
+ALGORITHMS: tuple[str, ...] = ("maxcover-000", "maxcover-003")
+DEFAULT_ALGORITHM = "auto"  # ``choose_algorithm``
+MAX_UNPROJECTED = 8  # seed 003 without projection only up to this dimension (grids in R^d)
+MAX_LIFT_STEPS = 2  # the lift's Lloyd steps when the caller does not fix them (``lift_plan`` may run one)
+GROWTH = 2  # grid side ratio between consecutive levels (seed 000's 1 + eps with eps = 1)
+SHIFTS = 2  # randomly shifted grids per level: a cluster cut by one grid's cell wall sits whole in another's
+PROJECTION_SLACK = 1.5  # projected points are divided by this, then clipped to the unit ball
+
+
+@dataclass(frozen=True)
+class CoverSpec:
+    """The greedy (step 2): per-step weight exp(beta * gain), ``picks`` steps per level."""
+
+    beta: float
+    picks: int
+    sides: tuple[float, ...]  # grid sides, fine to coarse
+    shifts: int
+    epsilon: float
+    delta: float
+    rule: str  # "seed003-lemma6": the only accounting rule ``curator_guarantee`` knows
+
+
+@dataclass(frozen=True)
+class CentralSpec:
+    """Every public parameter of one central k-means run."""
+
+    algorithm: str
+    k: int
+    dim: int
+    proj_dim: int  # == dim: no projection
+    epsilon: float
+    delta: float
+    cover: CoverSpec
+    count_epsilon: float  # the proxy's cell counts (discrete Laplace, L1 sensitivity 1)
+    lift_steps: int  # at most this many noisy-average Lloyd steps in the original space (0: the proxy is the answer)
+    lift_epsilon: float  # all lift steps together, split evenly over the steps run
+    lift_delta: float
+    lift_auto: bool  # run fewer steps than lift_steps when the proxy says more would not pay (``lift_plan``)
+    seed: int  # public randomness: projection and shifts
+    census_epsilon: float = 0.0  # spent on a noisy n before deriving (0: n was public)
+
+    def __post_init__(self) -> None:
+        if self.algorithm not in ALGORITHMS:
+            raise ConfigError(f"unknown central algorithm {self.algorithm!r}; known: {ALGORITHMS}")
+        if self.k < 1 or self.dim < 1 or not 1 <= self.proj_dim <= self.dim:
+            raise ConfigError(f"central k-means needs k >= 1, dim >= 1, 1 <= proj_dim <= dim; got k={self.k}, "
+                              f"dim={self.dim}, proj_dim={self.proj_dim}")
+        if self.proj_dim < self.dim and self.lift_steps < 1:
+            raise ConfigError(f"a projected run (proj_dim {self.proj_dim} < dim {self.dim}) needs a lift step")
+        if self.lift_steps < 0 or (self.lift_steps and not (self.lift_epsilon > 0 and 0 < self.lift_delta < 1)):
+            raise ConfigError(f"lift: steps {self.lift_steps} >= 0, each with eps > 0 and delta in (0, 1); "
+                              f"got eps {self.lift_epsilon}, delta {self.lift_delta}")
+        if not self.count_epsilon > 0:
+            raise ConfigError(f"proxy counts need eps > 0, got {self.count_epsilon}")
+
+    def event(self, steps: int | None = None) -> CuratorEvent:
+        """The record of a run that took ``steps`` lift steps (default: all)."""
+        steps = self.lift_steps if steps is None else steps
+        if not (1 if self.lift_steps else 0) <= steps <= self.lift_steps:
+            raise PrivacyError(f"a run of this spec takes 1..{self.lift_steps} lift steps, not {steps}")
+        return CuratorEvent(self.algorithm, self.cover.rule, self.cover.epsilon, self.cover.delta,
+                            self.count_epsilon, (self.lift_epsilon / steps,) * steps if steps else (),
+                            (self.lift_delta / steps,) * steps if steps else (), self.census_epsilon)
+
+
+@dataclass(frozen=True)
+class CuratorEvent:
+    """A central k-means run by a curator who sees the raw points: the greedy
+    (eps, delta) by the named rule, the proxy counts (pure eps, discrete
+    Laplace), each lift step's (eps, delta) (``NoisyAverageSpec``; the parts
+    are disjoint, so one step costs one part's budget). Basic composition
+    over the parts; neighbours add or remove one point."""
+
+    algorithm: str
+    cover_rule: str
+    cover_epsilon: float
+    cover_delta: float
+    count_epsilon: float
+    lift_epsilons: tuple[float, ...]
+    lift_deltas: tuple[float, ...]
+    census_epsilon: float = 0.0
+
+
+def curator_guarantee(event: CuratorEvent) -> tuple[float, float]:
+    """(eps, delta) of a curator run: basic composition of its parts."""
+    if event.cover_rule != "seed003-lemma6":
+        raise PrivacyError(f"no privacy rule for the greedy {event.cover_rule!r}")
+    eps = math.fsum((event.census_epsilon, event.cover_epsilon, event.count_epsilon, *event.lift_epsilons))
+    return eps, math.fsum((event.cover_delta, *event.lift_deltas))
+
+
+def projection_dim(n: int, dim: int) -> int:
+    """Seed 000's experiments: d' = ln(n) / 2 (rounded up, at least 2); d itself when smaller."""
+    return min(dim, max(2, math.ceil(math.log(max(n, 2)) / 2)))
+
+
+def grid_sides(n: int, proj_dim: int) -> tuple[float, ...]:
+    """Grid sides fine to coarse: from a cell of radius about 1/n (seed 000,
+    r_1 = 1/n) up to side 2 (one cell spans the unit ball's diameter)."""
+    levels = math.ceil(math.log(2 * max(n, 2) * math.sqrt(proj_dim), GROWTH)) + 1
+    return tuple(2.0 / GROWTH**i for i in reversed(range(levels)))
+
+
+def _split(algorithm: str, projected: bool) -> tuple[float, float, float]:
+    """(greedy, counts, lift) shares of eps. Seed 003: half and half, no lift
+    unless projected; seed 000 leaves it open: the lift carries the answer's
+    precision, the greedy only needs to find the dense cells."""
+    if algorithm == "maxcover-003" and not projected:
+        return 0.5, 0.5, 0.0
+    if algorithm == "maxcover-003":
+        return 0.35, 0.35, 0.3
+    return 0.25, 0.05, 0.7
+
+
+def choose_algorithm(n: int, dim: int) -> str:
+    """The default per dimension range: seed 003 with no lift when the data
+    need no projection (d <= d', as 2-D locations), seed 000 with its lift
+    otherwise. Chosen from the structure of the two (no lift spends nothing
+    on averages where the proxy's cells already live in the data's space)."""
+    return "maxcover-003" if dim <= projection_dim(n, dim) and dim <= MAX_UNPROJECTED else "maxcover-000"
+
+
+def derive_central(algorithm: str, n: int, dim: int, k: int, epsilon: float, delta: float,
+                   seed: int = 0, lift_steps: int | None = None,
+                   split: tuple[float, float, float] | None = None, census_epsilon: float = 0.0) -> CentralSpec:
+    """The public parameters of a central run at total (epsilon, delta) on about n points;
+    ``census_epsilon`` of epsilon was already spent on a noisy n (``n`` is then that count)."""
+    if algorithm == "auto":
+        algorithm = choose_algorithm(n, dim)
+    if algorithm not in ALGORITHMS:
+        raise ConfigError(f"unknown central algorithm {algorithm!r}; known: auto, {', '.join(ALGORITHMS)}")
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ConfigError(f"central epsilon must be finite and > 0, got {epsilon}")
+    if not 0 < delta < 1:
+        raise ConfigError(f"central delta must be in (0, 1), got {delta}")
+    if not 0 <= census_epsilon < epsilon:
+        raise ConfigError(f"census epsilon must be in [0, epsilon), got {census_epsilon} of {epsilon}")
+    census, epsilon = census_epsilon, epsilon - census_epsilon
+    if n < 1 or k < 1 or dim < 1:
+        raise ConfigError(f"central k-means needs n, k, dim >= 1; got n={n}, k={k}, dim={dim}")
+    proj = projection_dim(n, dim)
+    g, c, lift = _split(algorithm, proj < dim) if split is None else split
+    if split is not None and (min(split) < 0 or abs(sum(split) - 1) > 1e-9 or g <= 0 or c <= 0):
+        raise ConfigError(f"budget split (greedy, counts, lift) must be >= 0, sum to 1, with greedy and counts > 0; "
+                          f"got {split}")
+    steps = (MAX_LIFT_STEPS if lift > 0 else 0) if lift_steps is None else int(lift_steps)
+    if steps and lift == 0:  # seed 003 unprojected with a lift asked for: take it from the counts
+        g, c, lift = 0.4, 0.3, 0.3
+    if not steps:
+        g, c, lift = g / (g + c), c / (g + c), 0.0
+    eps_g, delta_g = g * epsilon, delta / 2 if steps else delta
+    # Both run the greedy under Gupta et al.'s set-cover analysis as seed 003's Lemma 6 states it:
+    # beta = eps / (2 ln(e / delta)) is 27% larger than seed 000's Lemma 17 gives (e ln(1/delta) / 2
+    # per unit of eps) at delta = 1e-6, for the same guarantee.
+    beta, rule = eps_g / (2 * math.log(math.e / delta_g)), "seed003-lemma6"
+    cover = CoverSpec(beta, 2 * k, grid_sides(n, proj), SHIFTS, eps_g, delta_g, rule)
+    # The count's eps as the discrete Laplace's exact rational scale gives it.
+    t, s = laplace_scale_fraction(1, c * epsilon)
+    return CentralSpec(algorithm, k, dim, proj, epsilon + census, delta, cover, s / t, steps,
+                       lift * epsilon if steps else 0.0, delta - delta_g if steps else 0.0, lift_steps is None, seed,
+                       census)
+
+
+NAME = "central"
+
+
+@dataclass(frozen=True)
+class CentralConfig:
+    """A central round: devices seal their point, clipped into the bound and
+    mapped into the unit ball, to the server, which is the curator."""
+
+    round_id: str
+    k: int
+    dim: int
+    n_expected: int
+    bound: PublicBound
+    spec: CentralSpec
+
+    def __post_init__(self) -> None:
+        if self.spec.k != self.k or self.spec.dim != self.dim:
+            raise ConfigError(f"central round: spec is for k={self.spec.k}, dim={self.spec.dim}, "
+                              f"the round has k={self.k}, dim={self.dim}")
+        if self.n_expected < 1:
+            raise ConfigError(f"central round: n_expected must be >= 1, got {self.n_expected}")
+        self.bound.check_dim(self.dim)
+
+    def decode_bytes(self, devices: int | None = None) -> int:
+        """Memory a decode needs: the points (read once), their projection and one level's cells."""
+        n = self.n_expected if devices is None else devices
+        return 8 * n * (self.dim + 4 * self.spec.proj_dim + 8)
+
+    @property
+    def event(self) -> CuratorEvent:
+        return self.spec.event()
+
+
+def derive_central_round(n_expected: int, dim: int, k: int, epsilon: float, delta: float, bound: PublicBound,
+                         algorithm: str = DEFAULT_ALGORITHM, seed: int = 0, round_id: str = "central",
+                         lift_steps: int | None = None) -> CentralConfig:
+    """A central round's config from an operator's request (n_expected is public)."""
+    spec = derive_central(algorithm, n_expected, dim, k, epsilon, delta, seed=seed, lift_steps=lift_steps)
+    return CentralConfig(round_id, k, dim, n_expected, bound, spec)
+
+
+def central_to_dict(config: CentralConfig) -> dict[str, Any]:
+    return published(config, NAME)
+
+
+def central_from_dict(data: dict[str, Any]) -> CentralConfig:
+    """Inverse of ``central_to_dict``; validates everything again (devices call it)."""
+    try:
+        fields, bound = unpublished(data)
+        spec = dict(fields.pop("spec"))
+        cover = dict(spec.pop("cover"))
+        cover["sides"] = tuple(float(v) for v in cover["sides"])
+        return CentralConfig(bound=bound, spec=CentralSpec(cover=CoverSpec(**cover), **spec), **fields)
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"not a central config: {exc}") from exc
+
+
+# The shared half of the central kind (``common/kinds.py``). The shuffler only
+# carries the sealed points (it cannot read them); no mixing rule protects them.
+KIND = ConfigKind(NAME, parse=lambda data: central_from_dict(dict(data)), dump=central_to_dict,
+                  event=lambda config: config.event, mixing=lambda config: Mixing(0, True, 1))

@@ -1,0 +1,138 @@
+"""``fit``: central-DP k-means of data you already hold, no server needed.
+
+The library call of issue 17 for a curator (a hospital gateway with its
+records, an analytics team with a table): seeds 000 and 003's private
+maximum coverage (``common/central_round.py``), run in this process on the
+rows of ``points``. The result carries the privacy statement every shoal
+round carries. Randomness: the private draws from the OS; the public ones
+(projection, grid shifts) from ``seed``, which may be published.
+
+n is not public unless you say so: without ``n_expected``, 1% of epsilon
+buys a discrete-Laplace count of the rows, and the schedule (projection
+dimension, grid levels) is derived from it.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from shoal.common.bounds import PublicBound
+from shoal.common.central_round import ALGORITHMS, DEFAULT_ALGORITHM, derive_central
+from shoal.common.errors import ConfigError
+from shoal.common.exact_sampling import discrete_laplace, laplace_scale_fraction
+from shoal.server.decoders.central.pipeline import central_kmeans, privacy_statement
+
+CENSUS_SHARE = 0.01  # of epsilon, for a noisy n when n_expected is not given
+CHUNK = 65536
+
+
+@dataclass(frozen=True)
+class CentralResult:
+    centers: NDArray[np.float64]  # (k, d) in the points' units
+    sizes: NDArray[np.float64]  # noisy cluster sizes
+    privacy: dict[str, Any]
+    bound: PublicBound
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+
+
+def _bound(bound: PublicBound | float | tuple[ArrayLike, ArrayLike], dim: int) -> PublicBound:
+    if isinstance(bound, PublicBound):
+        out = bound
+    elif isinstance(bound, int | float) and not isinstance(bound, bool):
+        out = PublicBound(radius=float(bound))
+    elif isinstance(bound, tuple) and len(bound) == 2:
+        low, high = (np.asarray(b, dtype=np.float64) for b in bound)
+        for name, b in (("low", low), ("high", high)):
+            if b.shape not in ((), (dim,)):
+                raise ConfigError(f"box has {b.size} features in its {name} end, the points have {dim}")
+        out = PublicBound(low=tuple(np.broadcast_to(low, (dim,)).tolist()),
+                          high=tuple(np.broadcast_to(high, (dim,)).tolist()))
+    else:
+        raise ConfigError(f"bound must be a PublicBound, a radius or a pair (low, high); got {bound!r}")
+    out.check_dim(dim)
+    return out
+
+
+def fit(points: ArrayLike, k: int, epsilon: float, delta: float,
+        bound: PublicBound | float | tuple[ArrayLike, ArrayLike],
+        algorithm: str = DEFAULT_ALGORITHM, n_expected: int | None = None, seed: int | None = None,
+        rng: np.random.Generator | None = None) -> CentralResult:
+    """k centers of the rows of ``points``, (epsilon, delta)-DP for adding or removing one row.
+
+    ``bound``: public knowledge of the data's range (a radius, or per-feature
+    (low, high)), never read from the data; rows are clipped into it.
+    ``rng``: only for tests (reproducible private draws); default OS entropy."""
+    x = np.asarray(points, dtype=np.float64)
+    if x.ndim != 2 or x.shape[0] < 1 or x.shape[1] < 1:
+        raise ConfigError(f"points must be a non-empty 2-D array (n, d), got shape {x.shape}")
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise ConfigError(f"k must be a positive integer, got {k!r}")
+    if algorithm != "auto" and algorithm not in ALGORITHMS:
+        raise ConfigError(f"unknown central algorithm {algorithm!r}; known: auto, {', '.join(ALGORITHMS)}")
+    if not (isinstance(epsilon, int | float) and math.isfinite(epsilon) and epsilon > 0):
+        raise ConfigError(f"epsilon must be finite and > 0, got {epsilon!r}")
+    if n_expected is not None and (not isinstance(n_expected, int) or n_expected < 1):
+        raise ConfigError(f"n_expected must be a positive integer, got {n_expected!r}")
+    b = _bound(bound, x.shape[1])
+    rng = rng if rng is not None else np.random.default_rng(secrets.randbits(128))
+    census = 0.0
+    n = n_expected
+    if n is None:
+        census = CENSUS_SHARE * float(epsilon)
+        t, s = laplace_scale_fraction(1, census)
+        census = s / t
+        n = max(1, x.shape[0] + int(discrete_laplace(t, s, 1, rng)[0]))
+    spec = derive_central(algorithm, n, x.shape[1], k, float(epsilon), float(delta),
+                          seed=secrets.randbits(32) if seed is None else int(seed), census_epsilon=census)
+    ball = np.empty_like(x)
+    for lo in range(0, x.shape[0], CHUNK):  # clipping makes a few temporaries: chunked, memory O(n d) once
+        ball[lo:lo + CHUNK] = b.to_ball(x[lo:lo + CHUNK])
+    out = central_kmeans(ball, spec, rng)
+    return CentralResult(b.from_ball(b.project_ball(out.centers)), out.sizes, privacy_statement(spec, out.lift_steps), b,
+                         dict(out.diagnostics, n_used=n, seed=spec.seed))
+
+
+def simulate_central(points: NDArray[np.float64], k: int, epsilon: float, delta: float, bound: PublicBound,
+                     algorithm: str, seed: int, as_json: bool) -> int:
+    """``shoal simulate --model central``: one ``fit`` with n public (as a
+    round's n_expected), printed with the objectives every simulation prints."""
+    import json
+    import time
+
+    from shoal.deploy.simulate import format_centers, nonprivate_objective
+    from shoal.server.decoders.kmeans import kmeans_cost
+
+    t = time.perf_counter()
+    res = fit(points, k, epsilon, delta, bound, algorithm=algorithm, n_expected=len(points), seed=seed)
+    seconds = time.perf_counter() - t
+    ball = bound.to_ball(points)
+    out = {
+        "n": len(points), "d": points.shape[1], "k": k, "eps": epsilon, "delta": delta, "model": "central",
+        "algorithm": res.privacy["algorithm"], "algorithm_requested": algorithm, "seconds": seconds,
+        "normalized_objective": kmeans_cost(ball, bound.to_ball(res.centers)) / len(points),
+        "nonprivate_objective": nonprivate_objective(ball, k, seed),
+        "trivial_objective": kmeans_cost(ball, ball.mean(0, keepdims=True)) / len(points),
+        "privacy": {key: res.privacy[key] for key in ("model", "device_epsilon", "central_epsilon", "delta")},
+        "diagnostics": res.diagnostics, "centers": res.centers.tolist(),
+    }
+    if as_json:
+        print(json.dumps(out))
+        return 0
+    print(f"shoal simulate: n={out['n']} d={out['d']} k={k} eps={epsilon} delta={delta:g} model=central "
+          f"algorithm={out['algorithm']}{' (auto)' if algorithm == 'auto' else ''} seed={seed}")
+    print(f"  privacy: central ({out['privacy']['central_epsilon']:.4g}, {out['privacy']['delta']:.3g}) for the "
+          "release; the curator sees every raw point (no local guarantee)")
+    for key in ("normalized_objective", "nonprivate_objective", "trivial_objective"):
+        print(f"  {key:22s} {out[key]:.5f}")
+    dg = res.diagnostics
+    print(f"  coreset: {dg['proxy_points']} cells of {dg['candidates']} candidates, projected to d'={dg['proj_dim']}, "
+          f"{dg.get('lift_steps', 0)} lift step(s); {seconds:.2f} s")
+    print("  centers (original space):")
+    print(format_centers(out["centers"]))
+    return 0

@@ -1,0 +1,96 @@
+"""The central kind on the server (seeds 000 and 003): the server is the curator.
+
+Devices seal their point (in the unit ball) to the server; the shuffler
+only carries the sealed messages. Points are stored as float64 payload
+rows and decoded by ``server/decoders/central/pipeline.py``. The privacy
+statement says what this model is: central (eps, delta) for the release,
+and no guarantee at all against the server itself."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import BaseModel
+
+from shoal.common.central_round import ALGORITHMS, NAME, CentralConfig, derive_central_round
+from shoal.common.errors import ConfigError, DecodeError
+from shoal.common.messages import PointMessage, point_rows
+from shoal.server.decoders.central.pipeline import central_kmeans, privacy_statement
+from shoal.server.rounds.kinds.base import RoundRequest, RoundsView
+
+# ``POST /rounds`` with model "central" names its algorithm as the encoder ("maxcover": the default rule).
+ENCODERS = ("maxcover", *ALGORITHMS)
+
+
+class PointRows:
+    """The accumulator: the stored points themselves (a curator needs them all;
+    merging two is concatenation)."""
+
+    def __init__(self, dim: int) -> None:
+        self.parts: list[NDArray[np.float64]] = []
+        self.dim = dim
+
+    def add(self, rows: NDArray[np.float64]) -> None:
+        self.parts.append(np.asarray(rows, dtype=np.float64).reshape(-1, self.dim))
+
+    def merge(self, other: PointRows) -> None:
+        self.parts.extend(other.parts)
+
+    def points(self) -> NDArray[np.float64]:
+        return np.concatenate(self.parts) if self.parts else np.zeros((0, self.dim))
+
+
+class CentralServer:
+    name = NAME
+    encoders = ENCODERS
+    refinable = False
+    storage = "payloads"
+
+    def derive(self, request: RoundRequest, round_id: str) -> CentralConfig:
+        if request.model != "central":
+            raise ConfigError(f"algorithm {request.encoder!r} runs in the central model, not {request.model!r}")
+        algorithm = "auto" if request.encoder == "maxcover" else request.encoder
+        return derive_central_round(request.n_expected, request.dim, request.k, request.epsilon, request.delta,
+                                    request.bound, algorithm=algorithm, seed=secrets.randbits(31), round_id=round_id,
+                                    **request.tuning)
+
+    def direct_model(self, config: CentralConfig) -> type[BaseModel] | str:
+        return (f"round {config.round_id} is a central round: points travel sealed to the server, through the "
+                "shuffler (POST /rounds/{id}/shuffled), never in the clear")
+
+    def sealed_model(self, config: CentralConfig) -> type[BaseModel] | str:
+        return PointMessage
+
+    def rows(self, config: CentralConfig, messages: Sequence[BaseModel]) -> NDArray[np.float64]:
+        return point_rows([m for m in messages if isinstance(m, PointMessage)], config.dim)
+
+    def row_width(self, config: CentralConfig) -> tuple[int, type[np.uint64] | type[np.float64]]:
+        return config.dim, np.float64
+
+    def accumulator(self, config: CentralConfig) -> PointRows:
+        return PointRows(config.dim)
+
+    def decode(self, config: CentralConfig, acc: PointRows, rounds: RoundsView, round_id: str) -> dict[str, Any]:
+        x = acc.points()
+        if x.shape[0] == 0:
+            raise DecodeError(f"round {round_id} has no points to decode")
+        fit = central_kmeans(x, config.spec, np.random.default_rng(secrets.randbits(128)))
+        centers = config.bound.project_ball(fit.centers)
+        return {
+            "round_id": round_id,
+            "centers": config.bound.from_ball(centers).tolist(),
+            "ball_centers": centers.tolist(),
+            "sizes": [float(s) for s in fit.sizes],
+            "privacy": privacy_statement(config.spec, fit.lift_steps),
+            "diagnostics": dict(fit.diagnostics, algorithm=config.spec.algorithm),
+        }
+
+    def privacy(self, config: CentralConfig) -> tuple[object, dict[str, Any]]:
+        return config.event, privacy_statement(config.spec)
+
+
+KIND = CentralServer()

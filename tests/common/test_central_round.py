@@ -1,0 +1,127 @@
+"""Central rounds' public parameters (common/central_round.py): what is derived
+from public numbers, the event record, and one test per invalid parameter."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from shoal.common.bounds import PublicBound
+from shoal.common.central_round import (
+    ALGORITHMS,
+    CuratorEvent,
+    central_from_dict,
+    central_to_dict,
+    choose_algorithm,
+    curator_guarantee,
+    derive_central,
+    derive_central_round,
+    grid_sides,
+    projection_dim,
+)
+from shoal.common.errors import ConfigError, PrivacyError
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize(("n", "dim"), [(10_000, 2), (20_000, 16), (1_000_000, 100)])
+def test_a_central_run_spends_exactly_its_budget(algorithm, n, dim):
+    spec = derive_central(algorithm, n, dim, 8, 1.0, 1e-6)
+    for steps in range(1 if spec.lift_steps else 0, spec.lift_steps + 1):
+        eps, delta = curator_guarantee(spec.event(steps))
+        assert eps <= 1.0 + 1e-12 and eps > 0.99  # the count's exact rational scale may leave a sliver
+        assert delta <= 1e-6 * (1 + 1e-12)
+
+
+def test_a_census_is_part_of_the_budget():
+    spec = derive_central("maxcover-000", 50_000, 20, 5, 2.0, 1e-6, census_epsilon=0.02)
+    assert spec.event().census_epsilon == 0.02
+    assert curator_guarantee(spec.event())[0] <= 2.0 + 1e-12
+
+
+def test_the_greedy_uses_seed_003s_lemma_6_step():
+    spec = derive_central("maxcover-003", 10_000, 2, 4, 1.0, 1e-6)
+    c = spec.cover
+    assert c.rule == "seed003-lemma6"
+    assert c.beta == pytest.approx(c.epsilon / (2 * math.log(math.e / c.delta)))
+
+
+def test_seed_003_spends_half_on_the_greedy_and_half_on_the_counts_when_nothing_is_projected():
+    spec = derive_central("maxcover-003", 10_000, 2, 4, 1.0, 1e-6)
+    assert spec.proj_dim == 2 and spec.lift_steps == 0
+    assert spec.cover.epsilon == pytest.approx(0.5) and spec.count_epsilon == pytest.approx(0.5, rel=1e-3)
+
+
+def test_projection_follows_seed_000s_experiments_and_never_raises_the_dimension():
+    assert projection_dim(1_000_000, 100) == 7  # ceil(ln(1e6) / 2)
+    assert projection_dim(10_000, 100) == 5
+    assert projection_dim(1_000_000, 3) == 3
+
+
+def test_grids_run_fine_to_coarse_from_radius_about_one_over_n_to_the_whole_ball():
+    sides = grid_sides(10_000, 5)
+    assert sides[-1] == 2.0 and all(a < b for a, b in zip(sides, sides[1:], strict=False))
+    assert sides[0] * math.sqrt(5) / 2 <= 2 / 10_000
+
+
+def test_auto_runs_seed_003_unprojected_in_low_dimension_and_seed_000_above():
+    assert choose_algorithm(100_000, 2) == "maxcover-003"
+    assert choose_algorithm(100_000, 16) == "maxcover-000"
+    assert derive_central("auto", 100_000, 16, 26, 1.0, 1e-6).algorithm == "maxcover-000"
+
+
+def test_a_central_config_parses_back_to_itself():
+    cfg = derive_central_round(5000, 12, 3, 1.0, 1e-6, PublicBound(low=(0.0,) * 12, high=(1.0,) * 12), seed=9)
+    assert central_from_dict(central_to_dict(cfg)) == cfg
+
+
+def test_an_unknown_greedy_rule_has_no_guarantee():
+    with pytest.raises(PrivacyError, match="no privacy rule"):
+        curator_guarantee(CuratorEvent("maxcover-000", "made-up", 0.1, 1e-7, 0.1, (), ()))
+
+
+def test_a_spec_refuses_more_lift_steps_than_it_was_derived_for():
+    spec = derive_central("maxcover-000", 10_000, 20, 4, 1.0, 1e-6)
+    with pytest.raises(PrivacyError, match="lift steps"):
+        spec.event(spec.lift_steps + 1)
+
+
+def test_derive_refuses_an_unknown_algorithm():
+    with pytest.raises(ConfigError, match="unknown central algorithm 'kmeans'"):
+        derive_central("kmeans", 1000, 2, 2, 1.0, 1e-6)
+
+
+def test_derive_refuses_a_non_positive_epsilon():
+    with pytest.raises(ConfigError, match="epsilon must be finite and > 0, got 0"):
+        derive_central("maxcover-000", 1000, 2, 2, 0.0, 1e-6)
+
+
+def test_derive_refuses_delta_outside_zero_one():
+    with pytest.raises(ConfigError, match="delta must be in \\(0, 1\\), got 1"):
+        derive_central("maxcover-000", 1000, 2, 2, 1.0, 1.0)
+
+
+def test_derive_refuses_k_zero():
+    with pytest.raises(ConfigError, match="k=0"):
+        derive_central("maxcover-000", 1000, 2, 0, 1.0, 1e-6)
+
+
+def test_derive_refuses_a_census_that_takes_the_whole_budget():
+    with pytest.raises(ConfigError, match="census epsilon must be in \\[0, epsilon\\), got 1.0 of 1.0"):
+        derive_central("maxcover-000", 1000, 2, 2, 1.0, 1e-6, census_epsilon=1.0)
+
+
+def test_derive_refuses_a_split_that_does_not_sum_to_one():
+    with pytest.raises(ConfigError, match="budget split"):
+        derive_central("maxcover-000", 1000, 20, 2, 1.0, 1e-6, split=(0.5, 0.5, 0.5))
+
+
+def test_a_projected_run_needs_a_lift():
+    with pytest.raises(ConfigError, match="needs a lift step"):
+        derive_central("maxcover-000", 100_000, 50, 2, 1.0, 1e-6, lift_steps=0)
+
+
+def test_a_round_refuses_a_spec_for_another_k():
+    cfg = derive_central_round(5000, 3, 3, 1.0, 1e-6, PublicBound(radius=1.0))
+    with pytest.raises(ConfigError, match="spec is for k=3"):
+        type(cfg)(cfg.round_id, 4, 3, 5000, cfg.bound, cfg.spec)
