@@ -95,8 +95,8 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
     b.add_argument("--out", type=Path, default=None,
                    help="where results go (default: a new temporary directory; the committed ones are "
                         "tests/bench/results, written only when named here)")
-    b.add_argument("--ns", default="10000,100000,1000000")
-    b.add_argument("--eps", default="1,2,4,8")
+    b.add_argument("--ns", default=None, help="paper generator sizes (default 10000,100000,1000000)")
+    b.add_argument("--eps", default=None, help="default 1,2,4,8 (--model central: 0.5,1,4)")
     b.add_argument("--seeds", type=int, default=3)
     b.add_argument("--encoders", default="lsh,nettree,auto",
                    help="auto's rows reuse the run of the encoder auto picks (same config and seeds: the same answer), "
@@ -107,8 +107,11 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
     b.add_argument("--perf", action="store_true", help="time encode/ingest/decode of 1e6 devices instead of the sweep")
     b.add_argument("--services", action="store_true",
                    help="ingestion throughput/latency of the real server and `shoal sim` timings")
-    b.add_argument("--model", choices=("local", "shuffle"), default="local",
-                   help="shuffle: local vs shuffle vs shuffle+refine at equal central eps (paper n=1e6 and Uber)")
+    b.add_argument("--model", choices=("local", "shuffle", "central"), default="local",
+                   help="shuffle: local vs shuffle vs shuffle+refine at equal central eps (paper n=1e6 and Uber); "
+                        "central: shoal's central algorithms beside Google's and diffprivlib's")
+    b.add_argument("--google-path", type=Path, default=None,
+                   help="--model central: the learning/ folder of a google/differential-privacy checkout")
     b.add_argument("--refine-share", type=float, default=None,
                    help="--model shuffle: the refine round's share of eps (default: refine_round.refine_share's rule from n, d, k, eps)")
     b.add_argument("--encoder", choices=("tree", "sketch"), default="tree",
@@ -206,6 +209,10 @@ def _bench(args: argparse.Namespace) -> int:
         from shoal.deploy.bench.sketch import run_sketch_bench
 
         return run_sketch_bench(args)
+    if args.model == "central":
+        from shoal.deploy.bench.central import run_central_bench
+
+        return run_central_bench(args)
     if args.model == "shuffle":
         from shoal.deploy.bench.shuffle import run_shuffle_bench
 

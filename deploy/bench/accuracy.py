@@ -142,7 +142,7 @@ def run_ablation(args: argparse.Namespace) -> int:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     cases: list[tuple[Dataset, str, float]] = []
-    for n in [int(v) for v in args.ns.split(",")]:
+    for n in [int(v) for v in (args.ns or "10000,100000,1000000").split(",")]:
         mix = paper_mixture(n, seed=0)
         cases += [(mix, "lsh", 1.0), (mix, "lsh", 4.0), (mix, "lsh", 8.0)]
     try:
@@ -256,8 +256,8 @@ def run_bench(args: argparse.Namespace) -> int:
         return run_perf(args)
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    ns = [int(v) for v in args.ns.split(",")]
-    epss = [float(v) for v in args.eps.split(",")]
+    ns = [int(v) for v in (args.ns or "10000,100000,1000000").split(",")]
+    epss = [float(v) for v in (args.eps or "1,2,4,8").split(",")]
     encs = args.encoders.split(",")
     seeds = args.seeds
     if args.smoke:

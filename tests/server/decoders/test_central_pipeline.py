@@ -97,3 +97,41 @@ def test_a_second_lift_step_runs_only_when_its_noise_is_small_against_the_cost()
     assert lift_plan(spec, pts, w, coarse, pts) == 2  # big cells: the partition is coarse
     assert lift_plan(spec, pts, w, fine, pts) == 1  # tight cells: a second step would only add noise
     assert lift_plan(replace(spec, lift_auto=False), pts, w, fine, pts) == spec.lift_steps
+
+
+def test_clusters_are_kept_only_when_their_estimated_saving_beats_their_extra_noise():
+    from shoal.server.decoders.central.pipeline import Merged, clusters_beat_the_mean
+
+    def two(means, draws=(1.0, 1.0)):
+        sizes = np.array([1000.0, 1000.0])
+        return Merged(np.asarray(means) * sizes[:, None], sizes, np.asarray(draws))
+
+    apart = [[0.5, 0.0], [-0.5, 0.0]]
+    assert clusters_beat_the_mean(two(apart), 2, sd=1.0)[0]
+    # Buried in noise: a sum sd of 500 per coordinate on parts of 1000 points puts each
+    # mean 0.5 (squared, d = 2) off, more than the 0.25 per point the parts save.
+    assert not clusters_beat_the_mean(two(apart), 2, sd=500.0)[0]
+    assert clusters_beat_the_mean(two(apart), 2, sd=200.0)[0]  # 0.08 per point: still worth it
+    # A cluster that adds up 4 noisy parts carries 4 draws of noise.
+    assert not clusters_beat_the_mean(two(apart, draws=(4.0, 4.0)), 2, sd=200.0)[0]
+    # Two clusters with one mean save nothing, so any noise makes the mean the answer.
+    assert not clusters_beat_the_mean(two([[0.3, 0.1], [0.3, 0.1]]), 2, sd=0.5)[0]
+
+
+def test_parts_are_reduced_to_k_clusters_where_the_data_live():
+    from shoal.server.decoders.central.pipeline import Merged, reduce_parts
+
+    # Five lifted parts: three of one cluster (one a sliver of 200 points), two of another.
+    means = np.array([[0.5, 0.0], [0.52, 0.01], [0.49, -0.02], [-0.5, 0.0], [-0.51, 0.02]])
+    sizes = np.array([1000.0, 200.0, 800.0, 900.0, 1100.0])
+    out = reduce_parts(Merged(means * sizes[:, None], sizes, np.ones(5)), 2, np.random.default_rng(0))
+    assert sorted(out.sizes.tolist()) == [2000.0, 2000.0] and sorted(out.draws.tolist()) == [2.0, 3.0]
+    assert np.allclose(sorted(out.centers[:, 0]), [-0.5055, 0.498], atol=1e-9)
+
+
+def test_a_run_too_small_for_its_epsilon_answers_the_private_mean():
+    x, _ = _blobs(400, 30, 6, seed=4)
+    spec = derive_central("maxcover-000", len(x), 30, 6, 0.2, 1e-6, seed=1)
+    fit = central_kmeans(x, spec, np.random.default_rng(3))
+    assert fit.diagnostics["answer"] == "private mean"
+    assert np.allclose(fit.centers, fit.centers[0])

@@ -1,0 +1,241 @@
+"""``shoal bench --model central``: shoal's central algorithms beside Google's and IBM's.
+
+Issue 17, item 5. For each dataset, central eps (delta = 1e-6) and seed, in
+one run: shoal's ``fit`` (the default rule of ``central_round.choose_algorithm``
+and both algorithms by name), Google's central LSH clustering
+(``learning/clustering`` of google/differential-privacy, not on PyPI: give
+``--google-path`` to a checkout's ``learning`` folder; it needs
+``dp-accounting``) and diffprivlib's ``KMeans`` (pure eps-DP, per-feature
+bounds: the bound's image in the ball). Either is skipped, saying so, when it
+cannot be imported; none of their code is in shoal.
+
+Every run is its own process (spawned), so its peak RSS is its own: it
+loads the dataset, keeps only its points in the unit ball, runs one method
+and reports objective, seconds and the peak RSS while the method ran (its
+input resident; Linux's VmHWM, reset just before). Objectives are k-means cost / n in the unit
+ball (``PublicBound.to_ball``), against the non-private reference (the best
+of scikit-learn's KMeans with n_init=10 and shoal's own) and one center.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import resource
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shoal.deploy.bench.accuracy import machine
+from shoal.deploy.datasets import Dataset, balcan_mixture, load_letter, load_uber, paper_mixture
+
+DELTA = 1e-6
+METHODS = ("shoal", "shoal-000", "shoal-003", "google", "diffprivlib")
+
+
+def _dataset(name: str, n: int, seed: int, data_dir: Path, smoke: bool) -> Dataset:
+    if name == "paper":
+        return paper_mixture(n, seed=seed)
+    if name == "balcan":
+        return balcan_mixture(2000 if smoke else 50_000, seed=seed)
+    ds = load_uber(data_dir) if name == "uber" else load_letter(data_dir)
+    return Dataset(ds.name, ds.points[:3000], ds.k, ds.bound) if smoke else ds
+
+
+def _run(method: str, name: str, n: int, seed: int, eps: float, data_dir: str, google: str | None,
+         smoke: bool) -> dict[str, Any]:
+    """One method on one dataset, in a fresh process (its peak RSS is its own)."""
+    from shoal.server.decoders.kmeans import kmeans_cost
+
+    ds = _dataset(name, n, seed, Path(data_dir), smoke)
+    x = ds.bound.to_ball(ds.points)
+    ds = Dataset(ds.name, x[:0], ds.k, ds.bound)  # only the ball points stay
+    _reset_peak()
+    t = time.perf_counter()
+    if method.startswith("shoal"):
+        from shoal.deploy.central import fit
+
+        algorithm = {"shoal": "auto", "shoal-000": "maxcover-000", "shoal-003": "maxcover-003"}[method]
+        res = fit(x, ds.k, eps, DELTA, 1.0, algorithm=algorithm, n_expected=len(x), seed=seed)
+        centers, chose = res.centers, res.privacy["algorithm"]
+    elif method == "google":
+        if google:
+            sys.path.insert(0, google)
+        from clustering import clustering_algorithm, clustering_params
+
+        data = clustering_params.Data(x, radius=1.0)
+        param = clustering_params.DifferentialPrivacyParam(epsilon=eps, delta=DELTA)
+        np.random.seed(seed)  # noqa: NPY002 (Google's code draws from numpy's global generator)
+        centers, chose = np.asarray(clustering_algorithm.private_lsh_clustering(ds.k, data, param).centers), "lsh"
+    else:
+        from diffprivlib.models import KMeans
+
+        lo, hi = ds.bound.project_ball(np.full((1, x.shape[1]), -1.0))[0], ds.bound.project_ball(np.ones((1, x.shape[1])))[0]
+        if ds.bound.radius is not None:
+            lo, hi = -np.ones(x.shape[1]), np.ones(x.shape[1])
+        km = KMeans(n_clusters=ds.k, epsilon=eps, bounds=(lo, hi), random_state=seed).fit(x)
+        centers, chose = km.cluster_centers_, "kmeans"
+    seconds = time.perf_counter() - t
+    return {"dataset": name, "n": len(x), "d": x.shape[1], "k": ds.k, "method": method, "algorithm": chose,
+            "seed": seed, "eps": eps, "delta": DELTA if method != "diffprivlib" else 0.0,
+            "normalized_objective": kmeans_cost(x, np.asarray(centers, dtype=np.float64)) / len(x),
+            "seconds": seconds, "peak_rss_mb": _peak_mb()}
+
+
+def _reset_peak() -> None:
+    """Start the peak-RSS count here (Linux: clear_refs 5 resets VmHWM), so a
+    run's peak is that of the method with its input resident, not the generator's."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
+def _peak_mb() -> float:
+    """VmHWM since ``_reset_peak`` (ru_maxrss where /proc is not there), MB."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _reference(name: str, n: int, seed: int, data_dir: str, smoke: bool) -> dict[str, float]:
+    from shoal.deploy.simulate import nonprivate_objective
+    from shoal.server.decoders.kmeans import kmeans_cost
+
+    ds = _dataset(name, n, seed, Path(data_dir), smoke)
+    x = ds.bound.to_ball(ds.points)
+    return {"nonprivate_objective": nonprivate_objective(x, ds.k, seed),
+            "trivial_objective": kmeans_cost(x, x.mean(0, keepdims=True)) / len(x)}
+
+
+def _available(method: str, google: str | None) -> str | None:
+    """Why a baseline cannot run here, or None."""
+    if method == "google":
+        if not google:
+            return "no --google-path (a checkout's learning/ folder of google/differential-privacy)"
+        try:
+            sys.path.insert(0, google)
+            import clustering.clustering_algorithm  # noqa: F401
+        except ImportError as exc:
+            return f"cannot import Google's clustering from {google}: {exc} (it needs dp-accounting and absl-py)"
+    if method == "diffprivlib":
+        try:
+            import diffprivlib  # noqa: F401
+        except ImportError as exc:
+            return f"cannot import diffprivlib: {exc}"
+    return None
+
+
+def run_central_bench(args: argparse.Namespace) -> int:
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    google = str(args.google_path) if getattr(args, "google_path", None) else None
+    epss = [float(v) for v in (args.eps or "0.5,1,4").split(",")]
+    ns = [int(v) for v in (args.ns or "10000,100000,1000000").split(",")]
+    seeds = list(range(max(1, int(args.seeds))))
+    cases: list[tuple[str, int]] = [("paper", n) for n in ns] + [("balcan", 50_000)]
+    for name in ("uber", "letter"):
+        try:
+            _dataset(name, 0, 0, args.data_dir, True)
+            cases.append((name, 0))
+        except FileNotFoundError:
+            print(f"shoal bench: {name} not found under {args.data_dir}: skipped")
+    if args.smoke:
+        cases, epss, seeds = [("paper", 3000), ("balcan", 0)], [1.0], [0]
+    methods = []
+    for m in METHODS:
+        why = _available(m, google)
+        if why:
+            print(f"shoal bench: {m} skipped: {why}")
+        else:
+            methods.append(m)
+    header = (f"machine: {machine()}; seeds {','.join(map(str, seeds))} (means; generated sets are redrawn per seed); "
+              f"delta={DELTA:g} (diffprivlib: pure eps); every run its own process (peak RSS: while the method ran, "
+              "its input resident); "
+              "shoal = fit with the default rule (central_round.choose_algorithm)")
+    print("shoal bench --model central:", header, flush=True)
+    rows: list[dict[str, Any]] = []
+    refs: dict[tuple[str, int, int], dict[str, float]] = {}
+    ctx = mp.get_context("spawn")
+    for seed in seeds:
+        for name, n in cases:
+            with ProcessPoolExecutor(1, mp_context=ctx) as pool:
+                refs[(name, n, seed)] = pool.submit(_reference, name, n, seed, str(args.data_dir), args.smoke).result()
+            for eps in epss:
+                for m in methods:
+                    with ProcessPoolExecutor(1, mp_context=ctx) as pool:  # a fresh process per run
+                        r = pool.submit(_run, m, name, n, seed, eps, str(args.data_dir), google, args.smoke).result()
+                    r.update(refs[(name, n, seed)])
+                    rows.append(r)
+                    print(f"  seed {seed} {name:7s} n={r['n']} eps={eps:g} {m:11s} {r['algorithm']:13s} "
+                          f"obj={r['normalized_objective']:.4g} (nonpriv {r['nonprivate_objective']:.3g}, one center "
+                          f"{r['trivial_objective']:.3g}) {r['seconds']:.1f}s {r['peak_rss_mb']:.0f}MB", flush=True)
+    (out / "central.json").write_text(json.dumps({"machine": machine(), "delta": DELTA, "rows": rows}, indent=1))
+    _table(rows, methods, header, out)
+    _plot(rows, methods, out)
+    print(f"shoal bench: wrote {out / 'central.md'}, central.json and central.png")
+    return 0
+
+
+def _table(rows: list[dict[str, Any]], methods: list[str], header: str, out: Path) -> None:
+    lines = [f"# shoal bench --model central\n\n{header}\n",
+             "| dataset | n | d | k | eps | " + " | ".join(methods) + " | shoal chose | shoal / best other | "
+             "non-private | one center | seconds (" + ", ".join(methods) + ") | peak RSS MB (same order) |",
+             "|---" * (10 + len(methods)) + "|"]
+    for name, n in dict.fromkeys((r["dataset"], r["n"]) for r in rows):
+        for eps in sorted({r["eps"] for r in rows}):
+            cell = {m: [r for r in rows if (r["dataset"], r["n"], r["eps"], r["method"]) == (name, n, eps, m)]
+                    for m in methods}
+            if not cell[methods[0]]:
+                continue
+
+            def mean(rs: list[dict[str, Any]], key: str = "normalized_objective") -> float:
+                return float(np.mean([r[key] for r in rs])) if rs else float("nan")
+
+            others = [mean(cell[m]) for m in methods if not m.startswith("shoal") and cell[m]]
+            ratio = f"{mean(cell['shoal']) / min(others):.2f}" if others and "shoal" in cell else "-"
+            first = cell[methods[0]][0]
+            lines.append(
+                f"| {name} | {n} | {first['d']} | {first['k']} | {eps:g} | "
+                + " | ".join(f"{mean(cell[m]):.4g}" for m in methods)
+                + f" | {cell['shoal'][0]['algorithm'] if cell.get('shoal') else '-'} | {ratio} | "
+                f"{mean(cell[methods[0]], 'nonprivate_objective'):.3g} | {mean(cell[methods[0]], 'trivial_objective'):.3g} | "
+                + ", ".join(f"{mean(cell[m], 'seconds'):.1f}" for m in methods) + " | "
+                + ", ".join(f"{max(r['peak_rss_mb'] for r in cell[m]):.0f}" for m in methods) + " |")
+    (out / "central.md").write_text("\n".join(lines) + "\n")
+
+
+def _plot(rows: list[dict[str, Any]], methods: list[str], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases = list(dict.fromkeys((r["dataset"], r["n"]) for r in rows))
+    fig, axes = plt.subplots(1, len(cases), figsize=(4.5 * len(cases), 4), squeeze=False)
+    for ax, (name, n) in zip(axes[0], cases, strict=True):
+        sel = [r for r in rows if (r["dataset"], r["n"]) == (name, n)]
+        for m in methods:
+            epss = sorted({r["eps"] for r in sel if r["method"] == m})
+            ys = [np.mean([r["normalized_objective"] for r in sel if r["method"] == m and r["eps"] == e]) for e in epss]
+            ax.plot(epss, ys, "o-", label=m)
+        ax.axhline(np.mean([r["nonprivate_objective"] for r in sel]), color="k", ls="--", label="non-private")
+        ax.axhline(np.mean([r["trivial_objective"] for r in sel]), color="k", ls=":", label="one center")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("central eps")
+        ax.set_title(f"{name} n={sel[0]['n']} d={sel[0]['d']} k={sel[0]['k']}", fontsize=9)
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("normalized k-means objective")
+    fig.tight_layout()
+    fig.savefig(out / "central.png", dpi=100)
+    plt.close(fig)
