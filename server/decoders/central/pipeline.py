@@ -146,8 +146,8 @@ def reduce_parts(parts: Merged, k: int, rng: np.random.Generator) -> Merged:
     m = c.shape[0]
     sums = np.zeros((m, parts.sums.shape[1]))
     np.add.at(sums, lab, parts.sums)
-    return Merged(sums, np.bincount(lab, weights=parts.sizes, minlength=m),
-                  np.bincount(lab, weights=parts.draws, minlength=m))
+    return Merged(sums, np.bincount(lab, weights=parts.sizes, minlength=m).astype(np.float64),
+                  np.bincount(lab, weights=parts.draws, minlength=m).astype(np.float64))
 
 
 def central_kmeans(x: NDArray[np.float64], spec: CentralSpec, rng: np.random.Generator) -> CentralFit:
