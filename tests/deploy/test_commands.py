@@ -94,6 +94,18 @@ def test_shuffle_bench_smoke_compares_the_three_variants(tmp_path, capsys):
     assert "refine gets refine_round.refine_share's rule" in out
 
 
+def test_central_bench_smoke_runs_shoal_and_says_which_baseline_it_skipped(tmp_path, capsys):
+    out_dir = tmp_path / "out"
+    assert main(["bench", "--model", "central", "--smoke", "--out", str(out_dir), "--data-dir", str(tmp_path / "none"),
+                 "--google-path", str(tmp_path / "no-checkout")]) == 0
+    out = capsys.readouterr().out
+    assert "google skipped: cannot import Google's clustering" in out and "machine:" in out
+    for method in ("shoal ", "shoal-000 ", "shoal-003 "):
+        assert method in out
+    table = (out_dir / "central.md").read_text()
+    assert "| paper | 3000 | 100 | 8 | 1 |" in table and (out_dir / "central.png").exists()
+
+
 def test_shuffle_bench_takes_the_refine_share_and_refuses_one_outside_0_1(tmp_path, capsys):
     none = str(tmp_path / "none")
     assert main(["bench", "--model", "shuffle", "--smoke", "--refine-share", "0.6", "--out", str(tmp_path), "--data-dir", none]) == 0
