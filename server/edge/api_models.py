@@ -90,7 +90,7 @@ class CentralTuningIn(BaseModel):
     """Expert overrides for a central round (``derive_central``)."""
 
     model_config = ConfigDict(extra="forbid")
-    lift_steps: int | None = Field(None, ge=0, le=5, description="noisy-average Lloyd steps (default: 1 or 2 by rule)")
+    lift_steps: int | None = Field(None, ge=0, le=5, description="noisy-average Lloyd steps in the original space (default 1)")
 
 
 class CreateRoundIn(BaseModel):

@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 from scipy import sparse
 from scipy.spatial import cKDTree
 
-from shoal.common.central_round import PROJECTION_SLACK, CentralSpec, curator_guarantee
+from shoal.common.central_round import CentralSpec, curator_guarantee
 from shoal.common.errors import ConfigError
 from shoal.common.exact_sampling import discrete_laplace, laplace_scale_fraction
 from shoal.common.threats import curator_guarantee as curator_guarantee_words
@@ -35,12 +35,11 @@ from shoal.server.decoders.central.grids import (
 )
 from shoal.server.decoders.central.maxcover import private_max_coverage
 from shoal.server.decoders.central.noisy_average import calibrate, noisy_means
-from shoal.server.decoders.kmeans import assign, kmeans_cost, weighted_kmeans
+from shoal.server.decoders.kmeans import assign, weighted_kmeans
 
 # Proxy cells whose noisy count is below ln(JUNK * |C|) / eps_count are dropped
 # (post-processing): an empty cell survives with probability <= 1 / (JUNK |C|).
 JUNK = 20
-LIFT_PAY = 0.03  # a second lift step runs when its extra predicted noise is at most this share of the cost
 
 
 @dataclass(frozen=True)
@@ -163,12 +162,13 @@ def central_kmeans(x: NDArray[np.float64], spec: CentralSpec, rng: np.random.Gen
     pts, w, keep = proxy(y, cand, spec, rng)
     diagnostics: dict[str, Any] = {"candidates": int(cand.shape[0]), "nonempty_picks": useful,
                                    "proxy_points": int(pts.shape[0]), "proxy_mass": float(w.sum()),
-                                   "proj_dim": spec.proj_dim, "levels": len(spec.cover.sides)}
+                                   "proj_dim": spec.proj_dim, "levels": len(spec.cover.sides),
+                                   "finest_proxy_side": float(sides[keep].min()) if keep.any() else None}
     if pts.shape[0] == 0:
         return CentralFit(np.zeros((spec.k, spec.dim)), np.zeros(spec.k), pts, w, 0 if spec.lift_steps == 0 else 1,
                           diagnostics)
     s2 = weighted_kmeans(pts, w, spec.k, rng)
-    steps = lift_plan(spec, pts, w, sides[keep], s2)
+    steps = spec.lift_steps
     diagnostics["lift_steps"] = steps
     if steps == 0:
         sizes = np.bincount(assign(pts, s2), weights=w, minlength=s2.shape[0]).astype(np.float64)
@@ -222,36 +222,6 @@ def clusters_beat_the_mean(merged: Merged, dim: int, sd: float) -> tuple[bool, f
     saving = float(np.sum((merged.sums**2).sum(1) / m)) - float((merged.sums.sum(0) ** 2).sum()) / total
     gain = saving - 2 * (noise_parts - noise_mean)
     return gain > 0, gain / total
-
-
-def lift_plan(spec: CentralSpec, pts: NDArray[np.float64], w: NDArray[np.float64], sides: NDArray[np.float64],
-              s2: NDArray[np.float64]) -> int:
-    """How many lift steps to run, from released numbers only (post-processing).
-
-    Each Lloyd step in the original space gets lift_epsilon / steps, so two
-    steps make every mean noisier; the second re-partitions the points by the
-    lifted centers, which pays when the proxy's partition is coarse (few cells
-    for many clusters, as letter's 26). Predicted noise cost of s steps, per
-    point: d sd_s^2 k^2 / n^2 (a part of n/k points, its mean's error d sd^2 /
-    (n/k)^2); the clustering cost is estimated by the proxy's own k-means cost
-    plus each cell's spread as if its points filled it (d' t^2 / 12 for a
-    cell of side t; the cells' sides are public), scaled back through the
-    projection: an overestimate for tight clusters in large cells, which is
-    where a finer partition pays. A second step runs when its extra
-    noise is at most ``LIFT_PAY`` of that cost. Measured (mean of 3 runs,
-    one step / two; the rule's ratio of extra noise to estimated cost):
-    letter eps 1 0.059 / 0.083 (0.18), eps 4 0.054 / 0.047 (0.004); the
-    seed-000 synthetic eps 1 0.17 / 0.29 (0.55), eps 4 0.079 / 0.065 (0.018);
-    paper generator n = 1e4 eps 1 0.0048 / 0.018 (1.0), n = 1e5 eps 4 1.04e-4 /
-    1.08e-4 (0.022, the one cell where the rule's pick costs 3%)."""
-    if not spec.lift_auto or spec.lift_steps <= 1:
-        return spec.lift_steps
-    mass = float(w.sum())
-    scale = PROJECTION_SLACK**2 if spec.proj_dim < spec.dim else 1.0
-    cost = (kmeans_cost(pts, s2, w) + float(np.dot(w, spec.proj_dim * sides**2 / 12))) / mass * scale
-    noise = [spec.dim * calibrate(spec.dim, spec.lift_epsilon / s, spec.lift_delta / s).sum_sd ** 2
-             * spec.k**2 / mass**2 for s in (1, 2)]
-    return 2 if noise[1] - noise[0] <= LIFT_PAY * cost else 1
 
 
 def privacy_statement(spec: CentralSpec, steps: int | None = None) -> dict[str, Any]:

@@ -11,7 +11,6 @@ import pytest
 from shoal.common.central_round import derive_central
 from shoal.server.decoders.central.pipeline import (
     central_kmeans,
-    lift_plan,
     privacy_statement,
     proxy,
 )
@@ -87,16 +86,6 @@ def test_the_statement_is_built_from_the_event_and_says_who_it_holds_against():
     assert st["central_epsilon"] <= 1.0 + 1e-12 and st["delta"] <= 1e-6
     assert st["guarantees"][0]["against"] == ["readers of the result"]
     assert "curator" in st["device_epsilon_note"]
-
-
-def test_a_second_lift_step_runs_only_when_its_noise_is_small_against_the_cost():
-    spec = derive_central("maxcover-000", 20_000, 16, 26, 1.0, 1e-6)
-    pts = np.random.default_rng(0).uniform(-0.5, 0.5, (8, spec.proj_dim))
-    w = np.full(8, 2500.0)
-    coarse, fine = np.full(8, 1.0), np.full(8, 1 / 64)
-    assert lift_plan(spec, pts, w, coarse, pts) == 2  # big cells: the partition is coarse
-    assert lift_plan(spec, pts, w, fine, pts) == 1  # tight cells: a second step would only add noise
-    assert lift_plan(replace(spec, lift_auto=False), pts, w, fine, pts) == spec.lift_steps
 
 
 def test_clusters_are_kept_only_when_their_estimated_saving_beats_their_extra_noise():

@@ -59,10 +59,10 @@ def test_a_round_over_the_decode_memory_budget_is_refused_with_the_memory_it_nee
 
 
 def test_a_central_round_is_created_with_its_algorithm_and_the_curators_statement(client):
-    r = _create(client, model="central", delta=1e-6, dim=20, algorithm="maxcover-000", tuning={"lift_steps": 1})
+    r = _create(client, model="central", delta=1e-6, dim=20, algorithm="maxcover-000", tuning={"lift_steps": 2})
     assert r.status_code == 201, r.text
     spec = r.json()["config"]["spec"]
-    assert spec["algorithm"] == "maxcover-000" and spec["lift_steps"] == 1 and not spec["lift_auto"]
+    assert spec["algorithm"] == "maxcover-000" and spec["lift_steps"] == 2
 
 
 def test_tuning_overrides_that_are_valid_are_applied(client):
