@@ -33,7 +33,8 @@ class PrivateKMeans:
 
     Parameters: ``n_clusters`` (k); ``epsilon`` (each device's eps in the
     local model, the server's central eps in the shuffle model); ``model``
-    "local" or "shuffle" (with ``delta`` and, optionally, ``min_batch``);
+    "local" or "shuffle" (with ``delta`` and, optionally, ``min_batch``), or
+    "central" (this process is the curator: ``shoal.deploy.central.fit``);
     ``encoder`` "auto" (default), "lsh" or "nettree"; ``bounds`` a
     ``PublicBound`` or a pair (low, high) of per-feature limits; or
     ``radius`` (an L2 bound); ``refine`` (shuffle only) None, an eps for a
@@ -88,9 +89,11 @@ class PrivateKMeans:
             raise ConfigError(f"X must be a non-empty 2-D array (n_samples, n_features), got shape {x.shape}")
         if not isinstance(self.n_clusters, int) or isinstance(self.n_clusters, bool) or self.n_clusters < 1:
             raise ConfigError(f"n_clusters must be a positive integer, got {self.n_clusters!r}")
-        if self.model not in ("local", "shuffle"):
-            raise ConfigError(f"model must be 'local' or 'shuffle', got {self.model!r}")
+        if self.model not in ("local", "shuffle", "central"):
+            raise ConfigError(f"model must be 'local', 'shuffle' or 'central', got {self.model!r}")
         bound = self._bound(x)
+        if self.model == "central":
+            return self._fit_central(x, bound)
         delta = float(self.delta) if self.model == "shuffle" else 0.0
         refine_eps = refine_epsilon(self.refine, x, self.n_clusters, self.epsilon, delta, self.min_batch)
         seed = secrets.randbits(32) if self.random_state is None else int(self.random_state)
@@ -104,6 +107,24 @@ class PrivateKMeans:
         self.bound_ = bound
         self.n_features_in_ = x.shape[1]
         self.diagnostics_ = out["diagnostics"]
+        return self
+
+    def _fit_central(self, x: NDArray[np.float64], bound: PublicBound) -> PrivateKMeans:
+        """The central model (``deploy/central.py``): this process is the curator of X's rows."""
+        from shoal.deploy.central import fit
+
+        if self.encoder != "auto" or self.refine is not None or self.min_batch is not None:
+            raise ConfigError("model='central' takes no encoder, refine or min_batch (its algorithm is chosen by rule)")
+        rng = None if self.random_state is None else np.random.default_rng(self.random_state)
+        res = fit(x, self.n_clusters, float(self.epsilon), float(self.delta), bound, rng=rng,
+                  seed=None if self.random_state is None else int(self.random_state))
+        self.cluster_centers_ = res.centers
+        self.privacy_ = res.privacy
+        self.quality_ = {"answer": res.diagnostics.get("answer", "clusters")}
+        self.encoder_ = res.privacy["algorithm"]
+        self.bound_ = bound
+        self.n_features_in_ = x.shape[1]
+        self.diagnostics_ = res.diagnostics
         return self
 
     def predict(self, X: ArrayLike) -> NDArray[np.int64]:

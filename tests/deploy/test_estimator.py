@@ -58,7 +58,21 @@ def test_predict_refuses_a_different_number_of_features():
 
 def test_rejects_an_unknown_model():
     with pytest.raises(ConfigError, match="model must be"):
-        PrivateKMeans(2, model="central", radius=1.0).fit(np.zeros((10, 2)))
+        PrivateKMeans(2, model="curator", radius=1.0).fit(np.zeros((10, 2)))
+
+
+def test_the_central_model_fits_in_this_process_as_the_curator():
+    rng = np.random.default_rng(0)
+    x = np.vstack([rng.normal(5, 0.2, (3000, 2)), rng.normal(-5, 0.2, (3000, 2))])
+    km = PrivateKMeans(2, epsilon=2.0, model="central", bounds=(-10, 10), random_state=1).fit(x)
+    assert sorted(np.round(km.cluster_centers_[:, 0]).tolist()) == [-5.0, 5.0]
+    assert km.privacy_["model"] == "central" and km.privacy_["central_epsilon"] <= 2.0 + 1e-12
+    assert km.encoder_ == "maxcover-003"
+
+
+def test_the_central_model_refuses_an_encoder():
+    with pytest.raises(ConfigError, match="takes no encoder"):
+        PrivateKMeans(2, model="central", encoder="lsh", radius=1.0).fit(np.zeros((10, 2)))
 
 
 def test_rejects_bounds_and_radius_together():
