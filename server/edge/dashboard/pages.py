@@ -96,7 +96,17 @@ def _when(ts: float) -> str:
     return datetime.datetime.fromtimestamp(ts, tz=datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def _flat(config: dict[str, Any]) -> dict[str, Any]:
+    """A config with a central round's spec fields (model, algorithm, eps, delta) at the top."""
+    spec = config.get("spec")
+    if not isinstance(spec, dict):
+        return config
+    return {**config, "model": "central", "encoder": spec.get("algorithm"), "epsilon": spec.get("epsilon"),
+            "delta": spec.get("delta")}
+
+
 def _summary(config: dict[str, Any]) -> list[tuple[str, Any]]:
+    config = _flat(config)
     out = [(k, config[k]) for k in SUMMARY_KEYS if config.get(k) not in (None, "")]
     b = config.get("bound") or {}
     out.append(("bound", f"L2 radius {b['radius']}" if b.get("radius") is not None
@@ -154,8 +164,8 @@ def _rounds(request: Request, cookie: str, status: int = 200, error: str | None 
             form: dict[str, str] | None = None) -> HTMLResponse:
     rows = sorted(_service(request).store.list_rounds(), key=lambda r: -r.created)
     listed = [{"id": r.id, "state": r.state, "reports": r.reports, "created": _when(r.created),
-               "kind": r.config.get("kind", ""), "model": r.config.get("model", ""), "k": r.config.get("k"),
-               "epsilon": r.config.get("epsilon")} for r in rows]
+               "kind": r.config.get("kind", ""), "model": _flat(r.config).get("model", ""), "k": r.config.get("k"),
+               "epsilon": _flat(r.config).get("epsilon")} for r in rows]
     return _page(request, "rounds.html", status=status, rounds=listed, csrf=session.csrf_token(_token(request), cookie),
                  error=error, form=form or {})
 

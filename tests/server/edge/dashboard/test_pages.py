@@ -136,3 +136,33 @@ def test_centers_outside_the_coreset_still_draw(client: TestClient):
                          "privacy": {}, "diagnostics": {}, "picture": None})
     assert str(view["plot"]).count('class="center"') == 2 and "centers only" in view["plot_note"]
     assert np.isfinite([float(v) for v in re.findall(r'cx="([-0-9.]+)"', str(view["plot"]))]).all()
+
+
+def test_a_central_round_shows_its_algorithm_and_whom_its_guarantee_covers(client: TestClient):
+    """Issue 17: points arrive sealed (as the shuffler forwards them), the server is
+    the curator, and the page says the guarantee covers only readers of the result."""
+    import base64
+
+    from shoal.common.envelope import seal
+    from shoal.common.messages import PointMessage, new_message_id
+
+    csrf = _login(client)
+    op = {"Authorization": f"Bearer {TOKEN}"}
+    body = {"k": 3, "dim": 2, "epsilon": 2.0, "n_expected": 6000, "model": "central", "delta": 1e-6,
+            "bound": {"low": [0, 0], "high": [100, 100]}}
+    r = client.post("/rounds", json=body, headers=op)
+    assert r.status_code == 201, r.text
+    rid, key = r.json()["id"], base64.b64decode(r.json()["server_public_key"])
+    ds = city_locations(6000, k=3, seed=4)
+    ball = ds.bound.to_ball(ds.points)
+    sealed = [base64.b64encode(seal(PointMessage(round_id=rid, message_id=new_message_id(), point=p.tolist())
+                                    .model_dump_json().encode(), key, rid)).decode() for p in ball]
+    r = client.post(f"/rounds/{rid}/shuffled", json={"sealed": sealed}, headers={"Authorization": "Bearer sh-" + "s" * 20})
+    assert r.status_code == 202 and r.json()["accepted"] == 6000, r.text
+    page = client.get(f"/ui/rounds/{rid}").text
+    assert "central" in page and "maxcover-003" in page
+    r = client.post(f"/ui/rounds/{rid}/cluster", data={"csrf": csrf})
+    assert r.status_code == 200
+    result = client.get(f"/rounds/{rid}/result").json()
+    assert result["privacy"]["model"] == "central" and len(result["centers"]) == 3
+    assert "readers of the result" in r.text and "curator" in r.text
