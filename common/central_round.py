@@ -45,6 +45,7 @@ from shoal.common.exact_sampling import laplace_scale_fraction
 from shoal.common.kinds import ConfigKind, Mixing
 
 ALGORITHMS: tuple[str, ...] = ("maxcover-000", "maxcover-003")
+OBJECTIVES: tuple[str, ...] = ("kmeans", "kmedian")
 DEFAULT_ALGORITHM = "auto"  # ``choose_algorithm``
 MAX_UNPROJECTED = 8  # seed 003 without projection only up to this dimension (grids in R^d)
 GREEDY_MARGIN = 1.5  # the greedy is budgeted to see clusters of n / (GREEDY_MARGIN k) points (``_split``)
@@ -90,6 +91,7 @@ class CentralSpec:
     lift_delta: float
     seed: int  # public randomness: projection and shifts
     census_epsilon: float = 0.0  # spent on a noisy n before deriving (0: n was public)
+    objective: str = "kmeans"  # or "kmedian" (seed 003, where the proxy is the answer)
 
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
@@ -104,6 +106,11 @@ class CentralSpec:
                               f"got eps {self.lift_epsilon}, delta {self.lift_delta}")
         if not self.count_epsilon > 0:
             raise ConfigError(f"proxy counts need eps > 0, got {self.count_epsilon}")
+        if self.objective not in OBJECTIVES:
+            raise ConfigError(f"unknown objective {self.objective!r}; known: {OBJECTIVES}")
+        if self.objective == "kmedian" and self.lift_steps:
+            raise ConfigError(f"k-median runs where the proxy is the answer (maxcover-003 with d <= d', here d={self.dim}, "
+                              f"d'={self.proj_dim}): a lift averages, which is k-means")
 
     def event(self, steps: int | None = None) -> CuratorEvent:
         """The record of a run that took ``steps`` lift steps (default, and the only value: the spec's)."""
@@ -188,7 +195,8 @@ def choose_algorithm(n: int, dim: int) -> str:
 
 def derive_central(algorithm: str, n: int, dim: int, k: int, epsilon: float, delta: float,
                    seed: int = 0, lift_steps: int | None = None,
-                   split: tuple[float, float, float] | None = None, census_epsilon: float = 0.0) -> CentralSpec:
+                   split: tuple[float, float, float] | None = None, census_epsilon: float = 0.0,
+                   objective: str = "kmeans") -> CentralSpec:
     """The public parameters of a central run at total (epsilon, delta) on about n points;
     ``census_epsilon`` of epsilon was already spent on a noisy n (``n`` is then that count)."""
     if algorithm == "auto":
@@ -224,7 +232,7 @@ def derive_central(algorithm: str, n: int, dim: int, k: int, epsilon: float, del
     t, s = laplace_scale_fraction(1, c * epsilon)
     return CentralSpec(algorithm, k, dim, proj, epsilon + census, delta, cover, s / t, steps,
                        lift * epsilon if steps else 0.0, delta - delta_g if steps else 0.0, seed,
-                       census)
+                       census, objective)
 
 
 NAME = "central"

@@ -62,11 +62,12 @@ def _bound(bound: PublicBound | float | tuple[ArrayLike, ArrayLike], dim: int) -
 def fit(points: ArrayLike, k: int, epsilon: float, delta: float,
         bound: PublicBound | float | tuple[ArrayLike, ArrayLike],
         algorithm: str = DEFAULT_ALGORITHM, n_expected: int | None = None, seed: int | None = None,
-        rng: np.random.Generator | None = None) -> CentralResult:
+        rng: np.random.Generator | None = None, objective: str = "kmeans") -> CentralResult:
     """k centers of the rows of ``points``, (epsilon, delta)-DP for adding or removing one row.
 
     ``bound``: public knowledge of the data's range (a radius, or per-feature
     (low, high)), never read from the data; rows are clipped into it.
+    ``objective``: "kmeans", or "kmedian" (seed 003 unprojected, d <= d').
     ``rng``: only for tests (reproducible private draws); default OS entropy."""
     x = np.asarray(points, dtype=np.float64)
     if x.ndim != 2 or x.shape[0] < 1 or x.shape[1] < 1:
@@ -89,7 +90,8 @@ def fit(points: ArrayLike, k: int, epsilon: float, delta: float,
         census = s / t
         n = max(1, x.shape[0] + int(discrete_laplace(t, s, 1, rng)[0]))
     spec = derive_central(algorithm, n, x.shape[1], k, float(epsilon), float(delta),
-                          seed=secrets.randbits(32) if seed is None else int(seed), census_epsilon=census)
+                          seed=secrets.randbits(32) if seed is None else int(seed), census_epsilon=census,
+                          objective=objective)
     ball = np.empty_like(x)
     for lo in range(0, x.shape[0], CHUNK):  # clipping makes a few temporaries: chunked, memory O(n d) once
         ball[lo:lo + CHUNK] = b.to_ball(x[lo:lo + CHUNK])
@@ -99,7 +101,7 @@ def fit(points: ArrayLike, k: int, epsilon: float, delta: float,
 
 
 def simulate_central(points: NDArray[np.float64], k: int, epsilon: float, delta: float, bound: PublicBound,
-                     algorithm: str, seed: int, as_json: bool) -> int:
+                     algorithm: str, seed: int, as_json: bool, objective: str = "kmeans") -> int:
     """``shoal simulate --model central``: one ``fit`` with n public (as a
     round's n_expected), printed with the objectives every simulation prints."""
     import json
@@ -107,17 +109,21 @@ def simulate_central(points: NDArray[np.float64], k: int, epsilon: float, delta:
 
     from shoal.deploy.simulate import format_centers, nonprivate_objective
     from shoal.server.decoders.kmeans import kmeans_cost
+    from shoal.server.decoders.kmedian import kmedian_cost
 
     t = time.perf_counter()
-    res = fit(points, k, epsilon, delta, bound, algorithm=algorithm, n_expected=len(points), seed=seed)
+    res = fit(points, k, epsilon, delta, bound, algorithm=algorithm, n_expected=len(points), seed=seed,
+              objective=objective)
     seconds = time.perf_counter() - t
     ball = bound.to_ball(points)
     out = {
         "n": len(points), "d": points.shape[1], "k": k, "eps": epsilon, "delta": delta, "model": "central",
-        "algorithm": res.privacy["algorithm"], "algorithm_requested": algorithm, "seconds": seconds,
+        "algorithm": res.privacy["algorithm"], "algorithm_requested": algorithm, "objective": objective,
+        "seconds": seconds,
         "normalized_objective": kmeans_cost(ball, bound.to_ball(res.centers)) / len(points),
         "nonprivate_objective": nonprivate_objective(ball, k, seed),
         "trivial_objective": kmeans_cost(ball, ball.mean(0, keepdims=True)) / len(points),
+        "kmedian_objective": kmedian_cost(ball, bound.to_ball(res.centers)) / len(points),
         "privacy": {key: res.privacy[key] for key in ("model", "device_epsilon", "central_epsilon", "delta")},
         "diagnostics": res.diagnostics, "centers": res.centers.tolist(),
     }
@@ -128,7 +134,7 @@ def simulate_central(points: NDArray[np.float64], k: int, epsilon: float, delta:
           f"algorithm={out['algorithm']}{' (auto)' if algorithm == 'auto' else ''} seed={seed}")
     print(f"  privacy: central ({out['privacy']['central_epsilon']:.4g}, {out['privacy']['delta']:.3g}) for the "
           "release; the curator sees every raw point (no local guarantee)")
-    for key in ("normalized_objective", "nonprivate_objective", "trivial_objective"):
+    for key in ("normalized_objective", "nonprivate_objective", "trivial_objective", "kmedian_objective"):
         print(f"  {key:22s} {out[key]:.5f}")
     dg = res.diagnostics
     print(f"  coreset: {dg['proxy_points']} cells of {dg['candidates']} candidates, projected to d'={dg['proj_dim']}, "

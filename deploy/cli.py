@@ -31,6 +31,8 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
                             "central: a trusted curator holds the points (seeds 000/003, --algorithm)")
         s.add_argument("--algorithm", choices=("auto", "maxcover-000", "maxcover-003"), default=None,
                        help="central model only: seed 000's or seed 003's private max coverage (auto: by dimension)")
+        s.add_argument("--objective", choices=("kmeans", "kmedian"), default="kmeans",
+                       help="central model only: kmedian runs seed 003 where the proxy is the answer (d <= ln(n)/2)")
         s.add_argument("--delta", type=float, default=None, help="central delta of a shuffle or central run (default 1e-6)")
         s.add_argument("--min-batch", type=int, default=None,
                        help="shuffle batch the guarantee assumes (default: all devices in one batch)")
@@ -136,8 +138,8 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.model == "local" and (args.delta is not None or args.min_batch is not None or args.refine):
         print("shoal simulate: --delta, --min-batch and --refine belong to --model shuffle", file=sys.stderr)
         return 2
-    if args.algorithm is not None and args.model != "central":
-        print("shoal simulate: --algorithm belongs to --model central", file=sys.stderr)
+    if (args.algorithm is not None or args.objective != "kmeans") and args.model != "central":
+        print("shoal simulate: --algorithm and --objective belong to --model central", file=sys.stderr)
         return 2
     bound = cli_bound(args.radius, args.box, points, "shoal simulate")
     if args.model == "central":
@@ -148,7 +150,7 @@ def _simulate(args: argparse.Namespace) -> int:
         from shoal.deploy.central import simulate_central
 
         return simulate_central(points, args.k, args.eps, 1e-6 if args.delta is None else args.delta, bound,
-                                args.algorithm or "auto", args.seed, args.json)
+                                args.algorithm or "auto", args.seed, args.json, args.objective)
     delta = (1e-6 if args.delta is None else args.delta) if args.model == "shuffle" else 0.0
     try:
         refine_eps = refine_epsilon(args.refine, points, args.k, args.eps, delta, args.min_batch)

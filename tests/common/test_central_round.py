@@ -124,3 +124,8 @@ def test_a_round_refuses_a_spec_for_another_k():
     cfg = derive_central_round(5000, 3, 3, 1.0, 1e-6, PublicBound(radius=1.0))
     with pytest.raises(ConfigError, match="spec is for k=3"):
         type(cfg)(cfg.round_id, 4, 3, 5000, cfg.bound, cfg.spec)
+
+
+def test_derive_refuses_an_unknown_objective():
+    with pytest.raises(ConfigError, match="unknown objective 'kcenter'"):
+        derive_central("maxcover-003", 1000, 2, 2, 1.0, 1e-6, objective="kcenter")

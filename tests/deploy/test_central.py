@@ -77,7 +77,7 @@ def test_simulate_refuses_an_algorithm_outside_the_central_model(tmp_path, capsy
     path = tmp_path / "x.npy"
     np.save(path, _two_blobs(100))
     assert main(["simulate", "--data", str(path), "--k", "2", "--eps", "1", "--algorithm", "maxcover-000"]) == 2
-    assert "--algorithm belongs to --model central" in capsys.readouterr().err
+    assert "--algorithm and --objective belong to --model central" in capsys.readouterr().err
 
 
 def test_sim_central_round_end_to_end_over_sockets(capsys):
@@ -92,3 +92,24 @@ def test_sim_central_round_end_to_end_over_sockets(capsys):
     pr = out["privacy"]
     assert pr["model"] == "central" and pr["device_epsilon"] is None and pr["central_epsilon"] <= 4 + 1e-9
     assert out["normalized_objective"] < 0.2 * out["trivial_objective"]
+
+
+def test_k_median_runs_seed_003_with_a_median_black_box(tmp_path, capsys):
+    rng = np.random.default_rng(7)
+    # Heavy tails along x: a median sits at the cluster's core where a mean is pulled away.
+    x = np.vstack([rng.normal(0, 0.2, (3000, 2)) + [10, 10], rng.standard_cauchy((3000, 2)) * 0.2 + [-10, -10]])
+    res = fit(x, 2, 4.0, 1e-6, bound=(-20, 20), n_expected=len(x), objective="kmedian",
+              rng=np.random.default_rng(1), seed=2)
+    assert res.privacy["objective"] == "kmedian" and res.privacy["algorithm"] == "maxcover-003"
+    assert np.allclose(sorted(res.centers[:, 0].tolist()), [-10, 10], atol=0.6)
+    path = tmp_path / "x.npy"
+    np.save(path, x)
+    assert main(["simulate", "--data", str(path), "--k", "2", "--eps", "4", "--model", "central", "--box=-20:20",
+                 "--objective", "kmedian", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["objective"] == "kmedian" and out["kmedian_objective"] < 0.1
+
+
+def test_k_median_is_refused_where_a_lift_would_average():
+    with pytest.raises(ConfigError, match="k-median runs where the proxy is the answer"):
+        fit(np.zeros((100, 50)), 2, 1.0, 1e-6, bound=1.0, objective="kmedian", n_expected=100)

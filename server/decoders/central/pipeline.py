@@ -36,6 +36,7 @@ from shoal.server.decoders.central.grids import (
 from shoal.server.decoders.central.maxcover import private_max_coverage
 from shoal.server.decoders.central.noisy_average import calibrate, noisy_means
 from shoal.server.decoders.kmeans import assign, weighted_kmeans
+from shoal.server.decoders.kmedian import weighted_kmedian
 
 # Proxy cells whose noisy count is below ln(JUNK * |C|) / eps_count are dropped
 # (post-processing): an empty cell survives with probability <= 1 / (JUNK |C|).
@@ -167,7 +168,7 @@ def central_kmeans(x: NDArray[np.float64], spec: CentralSpec, rng: np.random.Gen
     if pts.shape[0] == 0:
         return CentralFit(np.zeros((spec.k, spec.dim)), np.zeros(spec.k), pts, w, 0 if spec.lift_steps == 0 else 1,
                           diagnostics)
-    s2 = weighted_kmeans(pts, w, spec.k, rng)
+    s2 = (weighted_kmedian if spec.objective == "kmedian" else weighted_kmeans)(pts, w, spec.k, rng)
     steps = spec.lift_steps
     diagnostics["lift_steps"] = steps
     if steps == 0:
@@ -231,6 +232,7 @@ def privacy_statement(spec: CentralSpec, steps: int | None = None) -> dict[str, 
     return {
         "model": "central",
         "algorithm": spec.algorithm,
+        "objective": spec.objective,
         "central_epsilon": eps,
         "delta": delta,
         "neighbours": "add or remove one point",
