@@ -41,6 +41,7 @@ from shoal.server.decoders.kmedian import weighted_kmedian
 # Proxy cells whose noisy count is below ln(JUNK * |C|) / eps_count are dropped
 # (post-processing): an empty cell survives with probability <= 1 / (JUNK |C|).
 JUNK = 20
+PARTS_PER_CENTER = 2  # the lift's first step takes at most this many parts per center (``central_kmeans``)
 
 
 @dataclass(frozen=True)
@@ -177,8 +178,13 @@ def central_kmeans(x: NDArray[np.float64], spec: CentralSpec, rng: np.random.Gen
     else:
         avg = calibrate(spec.dim, spec.lift_epsilon / steps, spec.lift_delta / steps)
         diagnostics["lift_sum_sd"] = avg.sum_sd
-        # Step 1: every proxy cell's points lifted as one part, the parts reduced to k in the original space.
-        means, part_sizes = noisy_means(x, assign(y, pts), pts.shape[0], avg, rng)
+        # Step 1: the proxy's cells, grouped into at most PARTS_PER_CENTER k parts in the projected space
+        # (each part's sum is one noise draw, and a cluster adds up its parts' draws), lifted, then
+        # reduced to k in the original space.
+        groups = pts if pts.shape[0] <= PARTS_PER_CENTER * spec.k else weighted_kmeans(
+            pts, w, PARTS_PER_CENTER * spec.k, rng)
+        diagnostics["lift_parts"] = int(groups.shape[0])
+        means, part_sizes = noisy_means(x, assign(y, groups), groups.shape[0], avg, rng)
         merged = reduce_parts(_parts(means, part_sizes), spec.k, rng)
         for _ in range(steps - 1):  # Lloyd steps in the original space
             if merged.sizes.size == 0:
