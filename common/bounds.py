@@ -106,6 +106,17 @@ class PublicBound:
         return y * self.scale + self._mid(y.shape[1])
 
 
+def box_bound(low: Any, high: Any, dim: int) -> PublicBound:
+    """A box from per-feature (low, high), each a number or one per feature."""
+    ends = []
+    for name, end in (("low", low), ("high", high)):
+        b = np.asarray(end, dtype=np.float64)
+        if b.shape not in ((), (dim,)):
+            raise ConfigError(f"box has {b.size} features at its {name} end, the data have {dim}")
+        ends.append(tuple(np.broadcast_to(b, (dim,)).tolist()))
+    return PublicBound(low=ends[0], high=ends[1])
+
+
 def parse_box(text: str, dim: int) -> PublicBound:
     """A box from the command line: ``LOW,..:HIGH,..`` with one number per
     feature, or one number on a side for every feature (``0:100``)."""

@@ -187,6 +187,15 @@ def _split(algorithm: str, n: int, k: int, proj_dim: int, projected: bool, epsil
     return g, COUNT_SHARE, 1 - g - COUNT_SHARE
 
 
+def greedy_step(epsilon: float, delta: float) -> float:
+    """eps' of seed 003's Alg. 1 for an (epsilon, delta) greedy (Lemma 6): epsilon / (2 ln(e / delta))."""
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ConfigError(f"max coverage: epsilon must be finite and > 0, got {epsilon}")
+    if not 0 < delta < 1:
+        raise ConfigError(f"max coverage: delta must be in (0, 1), got {delta}")
+    return epsilon / (2 * math.log(math.e / delta))
+
+
 def choose_algorithm(n: int, dim: int) -> str:
     """The default per dimension range: seed 003 with no lift when the data
     need no projection (d <= d', as 2-D locations), seed 000 with its lift
@@ -228,7 +237,7 @@ def derive_central(algorithm: str, n: int, dim: int, k: int, epsilon: float, del
     # Both run the greedy under Gupta et al.'s set-cover analysis as seed 003's Lemma 6 states it:
     # beta = eps / (2 ln(e / delta)) is 27% larger than seed 000's Lemma 17 gives (e ln(1/delta) / 2
     # per unit of eps) at delta = 1e-6, for the same guarantee.
-    beta, rule = eps_g / (2 * math.log(math.e / delta_g)), "seed003-lemma6"
+    beta, rule = greedy_step(eps_g, delta_g), "seed003-lemma6"
     cover = CoverSpec(beta, 2 * k, grid_sides(n, proj), SHIFTS, eps_g, delta_g, rule)
     # The count's eps as the discrete Laplace's exact rational scale gives it.
     t, s = laplace_scale_fraction(1, c * epsilon)

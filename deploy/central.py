@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from shoal.common.bounds import PublicBound
+from shoal.common.bounds import PublicBound, box_bound
 from shoal.common.central_round import ALGORITHMS, DEFAULT_ALGORITHM, derive_central
 from shoal.common.errors import ConfigError
 from shoal.common.exact_sampling import discrete_laplace, laplace_scale_fraction
@@ -47,12 +47,7 @@ def _bound(bound: PublicBound | float | tuple[ArrayLike, ArrayLike], dim: int) -
     elif isinstance(bound, int | float) and not isinstance(bound, bool):
         out = PublicBound(radius=float(bound))
     elif isinstance(bound, tuple) and len(bound) == 2:
-        low, high = (np.asarray(b, dtype=np.float64) for b in bound)
-        for name, b in (("low", low), ("high", high)):
-            if b.shape not in ((), (dim,)):
-                raise ConfigError(f"box has {b.size} features in its {name} end, the points have {dim}")
-        out = PublicBound(low=tuple(np.broadcast_to(low, (dim,)).tolist()),
-                          high=tuple(np.broadcast_to(high, (dim,)).tolist()))
+        out = box_bound(*bound, dim)
     else:
         raise ConfigError(f"bound must be a PublicBound, a radius or a pair (low, high); got {bound!r}")
     out.check_dim(dim)

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from shoal.common.bounds import PublicBound
+from shoal.common.bounds import PublicBound, box_bound
 from shoal.common.errors import ConfigError
 from shoal.server.decoders.kmeans import assign, kmeans_cost
 
@@ -63,12 +63,7 @@ class PrivateKMeans:
         if isinstance(self.bounds, PublicBound):
             bound = self.bounds
         elif self.bounds is not None:
-            low, high = (np.asarray(b, dtype=np.float64) for b in self.bounds)
-            for name, b in (("low", low), ("high", high)):
-                if b.shape not in ((), (x.shape[1],)):
-                    raise ConfigError(f"bounds {name} has {b.size} features, X has {x.shape[1]}")
-            low, high = np.broadcast_to(low, (x.shape[1],)), np.broadcast_to(high, (x.shape[1],))
-            bound = PublicBound(low=tuple(low.tolist()), high=tuple(high.tolist()))
+            bound = box_bound(*self.bounds, x.shape[1])
         else:
             bound = PublicBound(radius=1.0 if self.radius is None else float(self.radius))
         bound.check_dim(x.shape[1])

@@ -75,9 +75,9 @@ def _run(method: str, name: str, n: int, seed: int, eps: float, data_dir: str, g
     else:
         from diffprivlib.models import KMeans
 
-        lo, hi = ds.bound.project_ball(np.full((1, x.shape[1]), -1.0))[0], ds.bound.project_ball(np.ones((1, x.shape[1])))[0]
-        if ds.bound.radius is not None:
-            lo, hi = -np.ones(x.shape[1]), np.ones(x.shape[1])
+        # Per-feature bounds of the ball's points: the box's image, or [-1, 1] for a radius.
+        lo, hi = ((ds.bound.to_ball(np.array([ds.bound.low, ds.bound.high]))) if ds.bound.low is not None
+                  else (-np.ones(x.shape[1]), np.ones(x.shape[1])))
         km = KMeans(n_clusters=ds.k, epsilon=eps, bounds=(lo, hi), random_state=seed).fit(x)
         centers, chose = km.cluster_centers_, "kmeans"
     seconds = time.perf_counter() - t

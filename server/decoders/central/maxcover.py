@@ -32,17 +32,9 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import sparse
 
+from shoal.common.central_round import greedy_step as step_epsilon  # noqa: F401 (the rule lives with the spec)
 from shoal.common.errors import ConfigError
 from shoal.common.exponential_mechanism import choose
-
-
-def step_epsilon(epsilon: float, delta: float) -> float:
-    """eps' of seed 003's Alg. 1 for an (epsilon, delta) greedy: epsilon / (2 ln(e / delta))."""
-    if not (math.isfinite(epsilon) and epsilon > 0):
-        raise ConfigError(f"max coverage: epsilon must be finite and > 0, got {epsilon}")
-    if not 0 < delta < 1:
-        raise ConfigError(f"max coverage: delta must be in (0, 1), got {delta}")
-    return epsilon / (2 * math.log(math.e / delta))
 
 
 @dataclass(frozen=True)

@@ -62,12 +62,12 @@ def _level(y: NDArray[np.float64], alive: NDArray[np.int64], side: float, spec: 
     """One grid side: the greedy's picks (cell centers) and the points they newly cover."""
     grids = shifted_grids(side, spec.proj_dim, spec.cover.shifts, public)
     sub = y[alive]
-    set_ids, centers, occupied, base = [], [], [], 0
+    set_ids, centers, taken, base = [], [], [], 0
     for g in grids:
         rows, inverse = cells(g.index(sub))
         set_ids.append(inverse + base)
         centers.append(g.centers(rows))
-        occupied.append(Occupied.of(rows))
+        taken.append(rows)
         base += rows.shape[0]
     m = sub.shape[0]
     incidence = sparse.csr_matrix(
@@ -77,6 +77,7 @@ def _level(y: NDArray[np.float64], alive: NDArray[np.int64], side: float, spec: 
     cover = private_max_coverage(incidence, np.ones(m, dtype=bool), spec.cover.picks, spec.cover.beta, rng,
                                  empty_sets=empty)
     all_centers = np.concatenate(centers)
+    occupied = [Occupied.of(rows) for rows in taken] if (cover.picked < 0).any() else []  # only for the block
     picks = [all_centers[j] if j >= 0 else random_cell(grids, occupied, rng) for j in cover.picked]
     return picks, alive[cover.covered], int(np.count_nonzero(cover.picked >= 0))
 
@@ -169,10 +170,10 @@ def central_kmeans(x: NDArray[np.float64], spec: CentralSpec, rng: np.random.Gen
     if pts.shape[0] == 0:
         return CentralFit(np.zeros((spec.k, spec.dim)), np.zeros(spec.k), pts, w, 0 if spec.lift_steps == 0 else 1,
                           diagnostics)
-    s2 = (weighted_kmedian if spec.objective == "kmedian" else weighted_kmeans)(pts, w, spec.k, rng)
     steps = spec.lift_steps
     diagnostics["lift_steps"] = steps
-    if steps == 0:
+    if steps == 0:  # the proxy's centers are the answer (seed 003 unprojected)
+        s2 = (weighted_kmedian if spec.objective == "kmedian" else weighted_kmeans)(pts, w, spec.k, rng)
         sizes = np.bincount(assign(pts, s2), weights=w, minlength=s2.shape[0]).astype(np.float64)
         centers = s2
     else:
