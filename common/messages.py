@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import secrets
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 from numpy.typing import NDArray
@@ -96,30 +97,43 @@ def sketch_rows(messages: list[SketchMessage], params: SketchParams) -> NDArray[
 
 
 MAX_POINT_DIM = 100_000
+MAX_RECORDS = 64  # a central device's records in one sealed message (``CentralConfig.records_per_device``)
 
 
 class PointMessage(BaseModel):
-    """A central round's report: the device's point, clipped into the round's
-    bound and mapped into the unit ball (``PublicBound.to_ball``). Raw data:
-    it travels sealed to the server (the curator), never in the clear."""
+    """A central round's report: the device's records (one or up to the
+    round's ``records_per_device``), each clipped into the round's bound and
+    mapped into the unit ball (``PublicBound.to_ball``). Raw data: it travels
+    sealed to the server (the curator), never in the clear, and in one
+    message, so the server can hold a device to its number of records even
+    after the shuffler has mixed the messages."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     round_id: str = Field(min_length=1, max_length=64)
     message_id: str = Field(pattern=r"^[0-9a-f]{32}$")
-    point: list[FiniteFloat] = Field(min_length=1, max_length=MAX_POINT_DIM)
+    points: list[Annotated[list[FiniteFloat], Field(min_length=1, max_length=MAX_POINT_DIM)]] = Field(
+        min_length=1, max_length=MAX_RECORDS)
 
 
-def point_rows(messages: list[PointMessage], dim: int) -> NDArray[np.float64]:
-    """(n, dim) float64, each a point of the unit ball (a little float slack allowed, then clipped)."""
-    bad = next((len(m.point) for m in messages if len(m.point) != dim), None)
+def point_rows(messages: list[PointMessage], dim: int, per_device: int = 1) -> NDArray[np.float64]:
+    """(messages, per_device * dim) float64: each message's points of the unit
+    ball (a little float slack allowed, then clipped), NaN rows where a
+    device sent fewer than ``per_device``."""
+    many = next((len(m.points) for m in messages if len(m.points) > per_device), None)
+    if many is not None:
+        raise ReportError(f"a device sent {many} records, the round takes at most {per_device} per device")
+    bad = next((len(p) for m in messages for p in m.points if len(p) != dim), None)
     if bad is not None:
         raise ReportError(f"point has {bad} coordinates, the round has dim {dim}")
-    rows = np.array([m.point for m in messages], dtype=np.float64).reshape(len(messages), dim)
-    norms = np.linalg.norm(rows, axis=1)
+    rows = np.full((len(messages), per_device, dim), np.nan)
+    for i, m in enumerate(messages):  # one row per message: at most per_device short lists each
+        rows[i, :len(m.points)] = m.points
+    norms = np.linalg.norm(rows, axis=2)
     if np.any(norms > 1 + 1e-6):
-        raise ReportError(f"a point has norm {float(norms.max()):.6g}: points are sent in the unit ball "
+        raise ReportError(f"a point has norm {float(np.nanmax(norms)):.6g}: points are sent in the unit ball "
                           "(clip into the round's bound, then PublicBound.to_ball)")
-    return rows / np.maximum(norms, 1.0)[:, None]
+    rows /= np.where(np.isnan(norms), 1.0, np.maximum(norms, 1.0))[:, :, None]
+    return rows.reshape(len(messages), per_device * dim)
 
 
 def new_message_id() -> str:

@@ -60,14 +60,7 @@ class RefineConfig:
         s = self.secure_sum
         if s.length != self.k * (self.dim + 1):
             raise ConfigError(f"secure sum length {s.length} != k (d + 1) = {self.k * (self.dim + 1)}")
-        if s.noise == "gaussian" and (s.l2_norm < math.sqrt(2) or not s.aligned):
-            raise ConfigError(f"secure sum l2_norm {s.l2_norm} (aligned={s.aligned}) does not cover a ball point "
-                              "and a count (sqrt(2), aligned)")
-        if s.max_nonzero < self.dim + 1 or s.l1_norm < math.sqrt(self.dim) + 1 or s.max_abs < 1:
-            raise ConfigError(
-                f"secure sum bounds (l1 {s.l1_norm}, max_abs {s.max_abs}, non-zeros {s.max_nonzero}) "
-                f"do not cover a ball point and a count (l1 sqrt(d) + 1, {self.dim + 1} non-zeros)"
-            )
+        check_bucket_sum(s, self.dim)
         self.bound.check_dim(self.dim)
 
     def decode_bytes(self, devices: int | None = None) -> int:
@@ -98,11 +91,19 @@ def derive_refine(
     """A refine round on the parent's centers (k, d) in the unit ball."""
     c = clip_to_ball(np.asarray(ball_centers, dtype=np.float64))
     k, d = c.shape
-    params = SecureSumParams.derive(
-        k * (d + 1),
-        l1_norm=math.sqrt(d) * (1 + 1e-9) + 1,  # margin for float rounding of unit-norm points
+    params = bucket_sum_params(k, d, epsilon, delta, min_devices, max_devices)
+    return RefineConfig(round_id, parent_id, k, d, bound, tuple(map(tuple, c.tolist())), params)
+
+
+def bucket_sum_params(buckets: int, dim: int, epsilon: float, delta: float, min_devices: int,
+                      max_devices: int | None) -> SecureSumParams:
+    """The secure sum of ``buckets`` slots of (ball point, 1), one slot per device
+    (refine and partition rounds): L1 sqrt(d) + 1, L2 sqrt(2), d + 1 non-zeros."""
+    return SecureSumParams.derive(
+        buckets * (dim + 1),
+        l1_norm=math.sqrt(dim) * (1 + 1e-9) + 1,  # margin for float rounding of unit-norm points
         max_abs=1.0,
-        max_nonzero=d + 1,
+        max_nonzero=dim + 1,
         epsilon=epsilon,
         delta=delta,
         min_devices=min_devices,
@@ -111,7 +112,26 @@ def derive_refine(
         l2_norm=math.sqrt(2) * (1 + 1e-9),
         aligned=True,  # two buckets' inner product is |x.x'| + 1 >= 0 in one bucket, 0 across
     )
-    return RefineConfig(round_id, parent_id, k, d, bound, tuple(map(tuple, c.tolist())), params)
+
+
+def check_bucket_sum(s: SecureSumParams, dim: int) -> None:
+    """Whether a secure sum's bounds cover one slot of (ball point, 1) (``bucket_sum_params``)."""
+    if s.noise == "gaussian" and (s.l2_norm < math.sqrt(2) or not s.aligned):
+        raise ConfigError(f"secure sum l2_norm {s.l2_norm} (aligned={s.aligned}) does not cover a ball point "
+                          "and a count (sqrt(2), aligned)")
+    if s.max_nonzero < dim + 1 or s.l1_norm < math.sqrt(dim) + 1 or s.max_abs < 1:
+        raise ConfigError(f"secure sum bounds (l1 {s.l1_norm}, max_abs {s.max_abs}, non-zeros {s.max_nonzero}) "
+                          f"do not cover a ball point and a count (l1 sqrt(d) + 1, {dim + 1} non-zeros)")
+
+
+def bucket_slots(x: NDArray[np.float64], labels: NDArray[np.int64], buckets: int) -> NDArray[np.float64]:
+    """(n, buckets (d + 1)): each ball point and a 1 in its bucket's slot, zeros elsewhere."""
+    n, d = x.shape
+    out = np.zeros((n, buckets, d + 1))
+    rows = np.arange(n)
+    out[rows, labels, :d] = x
+    out[rows, labels, d] = 1.0
+    return out.reshape(n, -1)
 
 
 # The refine round's share of a shuffle round's central eps (``refine_share``):
@@ -125,6 +145,25 @@ TREE_LOCATED = 0.01
 REFINE_DELTA_SHARE = 0.01
 
 
+# The refine round's share after a partition round (``first_round``): letter (n = 2e4, d = 16, k = 26,
+# central eps 1, seeds 0-2) gave 0.065 / 0.062 / 0.059 / 0.060 / 0.059 at shares 0.2 / 0.3 / 0.4 / 0.5 / 0.6.
+PARTITION_REFINE_SHARE = 0.5
+
+
+def first_round(n: int, dim: int, k: int, epsilon: float, delta: float, min_batch: int | None = None) -> str:
+    """The shuffle model's first round at central (epsilon, delta), from public
+    parameters only: the tree round ("tree") when its vector reports are
+    predicted to locate the clusters (center error <= ``TREE_LOCATED``) or when
+    its positions come from the lattice alone; otherwise a ``partition`` round,
+    whose noise is central: per-bucket secure sums over a public partition
+    (issue 15: letter's shuffle tree round answered near the one-center cost,
+    0.094-0.097, where a partition round gave 0.065 and, with a refine round,
+    0.059)."""
+    cfg = derive_config(n, dim, k, epsilon, model="shuffle", delta=delta, min_batch=int(min_batch or n), seed=0)
+    error = cfg.predicted_center_error
+    return "partition" if not math.isnan(error) and error > TREE_LOCATED else "tree"
+
+
 def refine_share(n: int, dim: int, k: int, epsilon: float, delta: float, min_batch: int | None = None) -> float:
     """How much of a shuffle model's central (epsilon, delta) a refine round
     should get, from public parameters only (issue 15, item 5).
@@ -135,8 +174,10 @@ def refine_share(n: int, dim: int, k: int, epsilon: float, delta: float, min_bat
     share in ``REFINE_SHARES`` whose tree round (``derive_config`` at
     (1 - share) epsilon, in the shuffle model, with its chosen encoder)
     predicts a center error of at most ``TREE_LOCATED``; the smallest share
-    when none does, or when the tree's positions come from the lattice
-    alone (no vector report, so no prediction).
+    when the tree's positions come from the lattice alone (no vector
+    report, so no prediction); ``PARTITION_REFINE_SHARE``
+    when not even the tree at the smallest share locates the clusters
+    (``first_round`` is then a partition round).
 
     Measured (central eps=1, delta=1e-6, seed 0, discrete Gaussian refine):
     the paper generator (n=1e6, d=100, k=8; predicted error 0.003 at every
@@ -146,6 +187,8 @@ def refine_share(n: int, dim: int, k: int, epsilon: float, delta: float, min_bat
     positions) is flat (0.0020 at 0.2 and 0.5).
     """
     batch = int(min_batch or n)
+    if first_round(n, dim, k, epsilon * (1 - min(REFINE_SHARES)), delta * (1 - REFINE_DELTA_SHARE), batch) == "partition":
+        return PARTITION_REFINE_SHARE
     for share in sorted(REFINE_SHARES, reverse=True):
         cfg = derive_config(n, dim, k, epsilon * (1 - share), model="shuffle", delta=delta * (1 - REFINE_DELTA_SHARE),
                             min_batch=batch, seed=0)
@@ -162,12 +205,7 @@ def contributions(points: NDArray[np.float64], config: RefineConfig) -> NDArray[
         raise ConfigError(f"points have {x.shape[1]} features, the round has {config.dim}")
     c = config.center_array
     d2 = (x * x).sum(1)[:, None] - 2 * x @ c.T + (c * c).sum(1)[None, :]
-    label = np.argmin(d2, axis=1)
-    out = np.zeros((x.shape[0], config.k, config.dim + 1))
-    rows = np.arange(x.shape[0])
-    out[rows, label, : config.dim] = x
-    out[rows, label, config.dim] = 1.0
-    return out.reshape(x.shape[0], -1)
+    return bucket_slots(x, np.argmin(d2, axis=1), config.k)
 
 
 def refined_centers(total: NDArray[np.float64], config: RefineConfig) -> tuple[NDArray[np.float64], NDArray[np.float64]]:

@@ -11,6 +11,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from shoal.common.central_round import ALGORITHMS
+
 
 def build_parser(verb: str) -> argparse.ArgumentParser:
     if verb == "simulate":
@@ -18,8 +20,9 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
         s.add_argument("--data", required=True, type=Path, help=".npy file with raw points (n x d)")
         s.add_argument("--k", required=True, type=int)
         s.add_argument("--eps", required=True, type=float)
-        s.add_argument("--encoder", choices=("auto", "lsh", "nettree"), default="auto",
-                       help="auto: nettree or lsh by the measured rule of common/encoder_rule.py (the output says which)")
+        s.add_argument("--encoder", choices=("auto", "lsh", "nettree", "partition"), default="auto",
+                       help="auto: nettree or lsh by the measured rule of common/encoder_rule.py (the output says which); "
+                            "partition (--model shuffle): secure sums over a public LSH partition, central noise")
         s.add_argument("--radius", type=float, default=None,
                        help="public L2 bound of the raw points (from public knowledge, never from the data)")
         s.add_argument("--box", default=None, metavar="LOW,..:HIGH,..",
@@ -29,8 +32,9 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
         s.add_argument("--model", choices=("local", "shuffle", "central"), default="local",
                        help="shuffle: --eps/--delta are central; devices randomise at the amplified eps0. "
                             "central: a trusted curator holds the points (seeds 000/003, --algorithm)")
-        s.add_argument("--algorithm", choices=("auto", "maxcover-000", "maxcover-003"), default=None,
-                       help="central model only: seed 000's or seed 003's private max coverage (auto: by dimension)")
+        s.add_argument("--algorithm", choices=("auto", *ALGORITHMS), default=None,
+                       help="central model only: seed 000's or seed 003's private max coverage, or gridhist (seed 000's "
+                            "pipeline with a thresholded histogram cover); auto: by dimension")
         s.add_argument("--objective", choices=("kmeans", "kmedian"), default="kmeans",
                        help="central model only: kmedian runs seed 003 where the proxy is the answer (d <= ln(n)/2)")
         s.add_argument("--delta", type=float, default=None, help="central delta of a shuffle or central run (default 1e-6)")
@@ -49,10 +53,11 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
         sm.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
         sm.add_argument("--k", type=int, default=None)
         sm.add_argument("--eps", type=float, default=4.0)
-        sm.add_argument("--encoder", choices=("auto", "lsh", "nettree", "sketch"), default="auto",
-                        help="auto: nettree or lsh by the measured rule of common/encoder_rule.py; sketch: scrambled compressive sketches (local model) or secure-sum sketches (--model shuffle)")
+        sm.add_argument("--encoder", choices=("auto", "lsh", "nettree", "sketch", "partition"), default="auto",
+                        help="auto: nettree or lsh by the measured rule of common/encoder_rule.py; sketch: scrambled compressive sketches (local model) or secure-sum sketches (--model shuffle); partition (--model shuffle): per-bucket secure sums over a public LSH partition")
         sm.add_argument("--records-per-device", type=int, default=1,
-                        help="sketch, local model: each device sketches this many consecutive points (the paper's n0)")
+                        help="sketch, local model: each device sketches this many consecutive points (the paper's n0); "
+                             "central: each device seals this many consecutive points in its one message")
         sm.add_argument("--radius", type=float, default=None,
                         help="FILE.npy datasets: public L2 bound (default 1, with the clipped fraction printed)")
         sm.add_argument("--box", default=None, metavar="LOW,..:HIGH,..",
@@ -64,7 +69,7 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
         sm.add_argument("--model", choices=("local", "shuffle", "central"), default="local",
                         help="shuffle: --eps/--delta are the central target; devices randomise at the amplified eps0. "
                              "central: devices seal raw points to the server, the curator (needs --via-shuffler)")
-        sm.add_argument("--algorithm", choices=("auto", "maxcover-000", "maxcover-003"), default=None,
+        sm.add_argument("--algorithm", choices=("auto", *ALGORITHMS), default=None,
                         help="central model only: seed 000's or seed 003's private max coverage")
         sm.add_argument("--delta", type=float, default=1e-6)
         sm.add_argument("--refine", type=float, default=None, metavar="EPS",
@@ -181,18 +186,19 @@ def _simulate(args: argparse.Namespace) -> int:
     print(f"shoal simulate: n={out['n']} d={out['d']} k={out['k']} eps={args.eps} encoder={out['encoder']}"
           f"{' (auto)' if out['encoder_requested'] == 'auto' else ''} model={args.model} seed={args.seed}")
     p = out["privacy"]
-    print(f"  privacy: device eps {p['device_epsilon']:.4g}, server's view ({p['central_epsilon']:.4g}, {p['delta']:.3g})"
+    device = "none (secure sum)" if p["device_epsilon"] is None else f"{p['device_epsilon']:.4g}"
+    print(f"  privacy: device eps {device}, server's view ({p['central_epsilon']:.4g}, {p['delta']:.3g})"
           + (f"; with the refine round ({out['composed']['epsilon']:.4g}, {out['composed']['delta']:.3g})" if "composed" in out else ""))
     if "refine" in out:
         r = out["refine"]
         print(f"  refine round: eps {r['epsilon']:.4g} ({r['epsilon'] / args.eps:.2g} of --eps{', auto' if args.refine == 'auto' else ''}), "
               f"distributed discrete {r['noise']} noise, sd {r['noise_sd']:.3g} per coordinate of the sums, {r['shares_per_device']} shares per device")
     if "tree_objective" in out:
-        print(f"  {'tree round objective':22s} {out['tree_objective']:.5f}")
+        print(f"  {'first round objective':22s} {out['tree_objective']:.5f}")
     for key in keys[:3]:
         print(f"  {key:22s} {out[key]:.5f}")
     print(f"  {'ratio to trivial':22s} {out['normalized_objective'] / out['trivial_objective']:.3f}")
-    print(f"  verdict: {out['quality']['verdict']}")
+    print(f"  verdict: {out['quality']['verdict'] if out['quality'] else 'none (a partition round has no verdict)'}")
     print(f"  encode {out['encode_seconds']:.2f} s, decode {out['decode_seconds']:.2f} s, peak RSS {out['peak_rss_mb']:.0f} MB")
     print("  centers (original space):")
     print(format_centers(out["centers"]))

@@ -336,8 +336,9 @@ def run_sim(args: argparse.Namespace) -> int:
     if (args.algorithm is not None and args.model != "central") or (args.model == "central" and args.encoder != "auto"):
         print("shoal sim: --algorithm belongs to --model central, which takes no --encoder", file=sys.stderr)
         return 2
-    if args.records_per_device > 1 and (args.encoder != "sketch" or args.model != "local"):
-        print("shoal sim: --records-per-device is for local-model sketch rounds", file=sys.stderr)
+    if args.records_per_device > 1 and not ((args.encoder == "sketch" and args.model == "local")
+                                            or args.model == "central"):
+        print("shoal sim: --records-per-device is for local-model sketch rounds and central rounds", file=sys.stderr)
         return 2
     joining = bool(args.round or args.round_file) and not args.create_only
     if (joining or args.create_only) and not args.server_url:
@@ -377,7 +378,9 @@ def run_sim(args: argparse.Namespace) -> int:
         body: dict[str, Any] = {"k": k, "dim": d, "epsilon": args.eps, "n_expected": n, "encoder": args.encoder,
                                 **({"model": "shuffle", "delta": args.delta, "min_batch": args.min_batch}
                                    if args.model == "shuffle" else {}),
-                                **({"model": "central", "delta": args.delta, "algorithm": args.algorithm or "auto"}
+                                **({"model": "central", "delta": args.delta, "algorithm": args.algorithm or "auto",
+                                    "n_expected": -(-n // args.records_per_device),
+                                    "tuning": {"records_per_device": args.records_per_device}}
                                    if args.model == "central" else {}),
                                 **({"tuning": {"max_devices": max(n, 100 * args.min_batch)}}
                                    if args.model == "shuffle" and args.encoder == "sketch" else {}),

@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 import resource
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -20,10 +21,13 @@ from shoal.client.encoder import encode_arrays
 from shoal.common.accounting import central_guarantee
 from shoal.common.bounds import PublicBound
 from shoal.common.errors import ConfigError
+from shoal.common.partition_round import contributions as partition_contributions
+from shoal.common.partition_round import derive_partition
 from shoal.common.refine_round import (
     REFINE_DELTA_SHARE,
     contributions,
     derive_refine,
+    first_round,
     refine_share,
     refined_centers,
 )
@@ -31,6 +35,7 @@ from shoal.common.secure_sum import SecureSumParams, fixed_point
 from shoal.common.tree_round import EncoderChoice, derive_config
 from shoal.deploy.progress import bar
 from shoal.server.decoders.kmeans import assign, kmeans_cost, weighted_kmeans
+from shoal.server.decoders.partition import partition_centers, partition_statement
 from shoal.server.decoders.tree.accumulate import LevelAccumulator
 from shoal.server.decoders.tree.decoder import TreeDecoder
 
@@ -170,6 +175,22 @@ def refine_epsilon(refine: float | str | None, points: NDArray[np.float64], k: i
         raise ConfigError(f"--refine takes an epsilon or 'auto', got {refine!r}") from None
 
 
+def summed_in_process(points: NDArray[np.float64], contributions: Callable[[NDArray[np.float64], Any], NDArray[np.float64]],
+                      cfg: Any, kind: str, seed: np.random.SeedSequence, chunk: int = 10_000) -> NDArray[np.float64]:
+    """A secure-sum round's decoded total, in-process: every device's fixed-point
+    vector made as on the device and summed exactly, the total noise of all
+    their shares drawn at once (``simulated_total_noise``: the modular sum of
+    the shares is exactly this total, ``tests/common/test_secure_sum.py``)."""
+    n, params = points.shape[0], cfg.secure_sum
+    if not params.min_devices <= n <= params.max_devices:
+        raise ConfigError(f"{n} devices outside the {kind} round's [{params.min_devices}, {params.max_devices}]")
+    rng = np.random.default_rng(seed)
+    ints = np.zeros(params.length, dtype=np.int64)
+    for lo in range(0, n, chunk):
+        ints += fixed_point(contributions(points[lo : lo + chunk], cfg), params, rng).sum(axis=0)
+    return np.asarray((ints + simulated_total_noise(n, params, rng)).astype(np.float64) / params.scale)
+
+
 def refine_in_process(
     points: NDArray[np.float64],
     parent_ball_centers: NDArray[np.float64],
@@ -180,24 +201,15 @@ def refine_in_process(
     seed: int = 0,
     chunk: int = 10_000,
 ) -> dict[str, Any]:
-    """Run a ``refine`` round in-process: every device's fixed-point vector is
-    made as on the device and summed exactly; the total noise of all their
-    shares is drawn at once (``simulated_total_noise``: the modular sum of
-    the shares is exactly this total, ``tests/common/test_secure_sum.py``).
-    Returns the refined ball centers and timings."""
+    """Run a ``refine`` round in-process (``summed_in_process``); returns the
+    refined ball centers and timings."""
     points = np.asarray(points, dtype=np.float64)
     n = points.shape[0]
     cfg = derive_refine("parent", parent_ball_centers, bound, epsilon, delta, min_devices,
                         max_devices=max(n, 100 * min_devices))
     params = cfg.secure_sum
-    if not params.min_devices <= n <= params.max_devices:
-        raise ConfigError(f"{n} devices outside the refine round's [{params.min_devices}, {params.max_devices}]")
-    rng = np.random.default_rng(np.random.SeedSequence([seed, 11]))
-    ints = np.zeros(params.length, dtype=np.int64)
     t = time.perf_counter()
-    for lo in range(0, n, chunk):
-        ints += fixed_point(contributions(points[lo : lo + chunk], cfg), params, rng).sum(axis=0)
-    sums = (ints + simulated_total_noise(n, params, rng)).astype(np.float64) / params.scale
+    sums = summed_in_process(points, contributions, cfg, "refine", np.random.SeedSequence([seed, 11]), chunk)
     enc = time.perf_counter() - t
     centers, sizes = refined_centers(sums, cfg)
     return {
@@ -213,11 +225,43 @@ def refine_in_process(
     }
 
 
+def partition_in_process(points: NDArray[np.float64], k: int, bound: PublicBound, epsilon: float, delta: float,
+                         min_devices: int, seed: int = 0, chunk: int = 10_000) -> dict[str, Any]:
+    """Run a ``partition`` round in-process (``summed_in_process``)."""
+    points = np.asarray(points, dtype=np.float64)
+    n = points.shape[0]
+    cfg = derive_partition(n, points.shape[1], k, bound=bound, epsilon=epsilon, delta=delta, min_devices=min_devices,
+                           max_devices=max(n, 100 * min_devices), seed=seed)
+    params = cfg.secure_sum
+    t = time.perf_counter()
+    sums = summed_in_process(points, partition_contributions, cfg, "partition", np.random.SeedSequence([seed, 13]),
+                             chunk)
+    enc = time.perf_counter() - t
+    t = time.perf_counter()
+    centers, sizes, kept = partition_centers(sums, cfg, np.random.default_rng(seed))
+    dec = time.perf_counter() - t
+    ball = bound.to_ball(points)
+    centers = bound.project_ball(centers)
+    return {
+        "normalized_objective": kmeans_cost(ball, centers) / n,
+        "trivial_objective": kmeans_cost(ball, ball.mean(axis=0, keepdims=True)) / n,
+        "n": n, "d": points.shape[1], "k": k, "eps": float(epsilon), "encoder": "partition",
+        "encoder_requested": "partition", "ball_centers": centers.tolist(),
+        "centers": bound.from_ball(centers).tolist(), "sizes": sizes.tolist(),
+        "privacy": partition_statement(cfg),
+        "encode_seconds": enc, "decode_seconds": dec, "peak_rss_mb": peak_rss_mb(),
+        "diagnostics": {"buckets": cfg.buckets, "buckets_kept": kept, "noise_std": params.noise_std,
+                        "shares_per_device": params.shares},
+        "quality": None,
+        "config": {"bits": cfg.bits, "eps": float(epsilon)},
+    }
+
+
 def simulate_rounds(
     points: NDArray[np.float64],
     k: int,
     epsilon: float,
-    encoder: EncoderChoice = "auto",
+    encoder: EncoderChoice | Literal["partition"] = "auto",
     bound: PublicBound | None = None,
     seed: int = 0,
     model: str = "local",
@@ -249,8 +293,18 @@ def simulate_rounds(
     shuffle: dict[str, Any] = {}
     if model == "shuffle":
         shuffle = dict(model="shuffle", delta=tree_delta, min_batch=int(min_batch or n))
-    out = simulate(points, k, tree_eps, encoder, bound=bound, seed=seed, nonprivate=nonprivate, progress=progress,
-                   **shuffle)
+    if encoder == "auto" and model == "shuffle":  # the tree, or a partition round where the tree locates nothing
+        if first_round(n, points.shape[1], k, tree_eps, tree_delta, min_batch) == "partition":
+            encoder = "partition"
+    if encoder == "partition":  # a first round with central noise: secure sums over a public partition
+        if model != "shuffle":
+            raise ConfigError("a partition round sums shares through the shuffler: it needs model='shuffle'")
+        out = partition_in_process(points, k, bound, tree_eps, tree_delta, int(min_batch or n), seed=seed)
+        out["nonprivate_objective"] = (nonprivate_objective(bound.to_ball(points), k, seed) if nonprivate is None
+                                       else float(nonprivate))
+    else:
+        out = simulate(points, k, tree_eps, encoder, bound=bound, seed=seed, nonprivate=nonprivate,
+                       progress=progress, **shuffle)
     out["model"] = model
     if not refine_epsilon:
         return out

@@ -13,14 +13,16 @@ import numpy as np
 from shoal.client.kinds.base import Simulated
 from shoal.client.ledger import Spend
 from shoal.client.participation import Participation
-from shoal.common.central_round import NAME, CentralConfig, curator_guarantee
+from shoal.common.central_round import NAME, CentralConfig
 from shoal.common.errors import ConfigError, PrivacyError
 from shoal.common.messages import PointMessage, new_message_id
 
 
-def _messages(config: CentralConfig, points: np.ndarray) -> list[PointMessage]:
-    ball = config.bound.to_ball(np.asarray(points, dtype=np.float64).reshape(-1, config.dim))
-    return [PointMessage(round_id=config.round_id, message_id=new_message_id(), point=p) for p in ball.tolist()]
+def _messages(config: CentralConfig, points: np.ndarray, per_device: int = 1) -> list[PointMessage]:
+    """One message per device: consecutive groups of ``per_device`` rows."""
+    ball = config.bound.to_ball(np.asarray(points, dtype=np.float64).reshape(-1, config.dim)).tolist()
+    return [PointMessage(round_id=config.round_id, message_id=new_message_id(), points=ball[lo:lo + per_device])
+            for lo in range(0, len(ball), per_device)]
 
 
 class CentralDevice:
@@ -28,23 +30,26 @@ class CentralDevice:
 
     def plan(self, part: Participation, config: CentralConfig, x: np.ndarray) -> tuple[Spend, Callable[[], str]]:
         x = x.reshape(1, -1) if x.ndim == 1 else x
-        if x.shape[0] != 1:
-            raise ConfigError(f"a central round takes one point per device, got {x.shape[0]}")
+        if not 1 <= x.shape[0] <= config.records_per_device:
+            raise ConfigError(f"round {config.round_id} takes 1 to {config.records_per_device} records per device, "
+                              f"got {x.shape[0]}")
         part.need_shuffler("central-model")
         part.need_pin("central-model")
-        eps, delta = curator_guarantee(config.event)
+        eps, delta = config.device_guarantee()  # all of this device's records: group privacy beyond one
         if not part.allow_no_local_guarantee:
             raise PrivacyError(
-                f"round {config.round_id} is a central round: the server sees this device's raw point "
-                f"(central eps={eps:g}, delta={delta:g} hold only for what it releases); take part only with the "
-                "owner's consent: Device(..., allow_no_local_guarantee=True) or "
+                f"round {config.round_id} is a central round: the server sees this device's raw points "
+                f"(central eps={eps:g}, delta={delta:g} for this device's records hold only for what it releases); "
+                "take part only with the owner's consent: Device(..., allow_no_local_guarantee=True) or "
                 "'shoal client report --allow-no-local-guarantee'")
         spend = Spend("none", 0.0, central_epsilon=eps, delta=delta,
-                      note="central model: the server (curator) sees the raw point; no local guarantee")
-        return spend, lambda: part.sealed(_messages(config, x)[0].model_dump_json())
+                      note=f"central model: the server (curator) sees the raw point{'s' if x.shape[0] > 1 else ''}; "
+                           "no local guarantee")
+        return spend, lambda: part.sealed(_messages(config, x, x.shape[0])[0].model_dump_json())
 
     def simulate(self, config: CentralConfig, points: np.ndarray, records_per_device: int) -> Simulated:
-        return Simulated(messages=list(_messages(config, points)))
+        return Simulated(messages=list(_messages(config, points, max(1, min(records_per_device,
+                                                                             config.records_per_device)))))
 
 
 KIND = CentralDevice()

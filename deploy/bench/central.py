@@ -35,7 +35,7 @@ from shoal.deploy.bench.accuracy import machine
 from shoal.deploy.datasets import Dataset, balcan_mixture, load_letter, load_uber, paper_mixture
 
 DELTA = 1e-6
-METHODS = ("shoal", "shoal-000", "shoal-003", "google", "diffprivlib")
+METHODS = ("shoal", "shoal-000", "shoal-003", "google", "diffprivlib")  # shoal: auto (gridhist above d')
 
 
 def _dataset(name: str, n: int, seed: int, data_dir: Path, smoke: bool) -> Dataset:

@@ -29,6 +29,11 @@ from shoal.deploy.datasets import Dataset, load_letter, load_uber, paper_mixture
 from shoal.deploy.simulate import simulate, simulate_rounds
 
 
+def _eps(value: float | None) -> str:
+    """A device's eps, or "none" where the round gives no local guarantee (a partition round's secure sum)."""
+    return "none" if value is None else f"{value:.3g}"
+
+
 def _row(ds: Dataset, variant: str, seed: int, eps: float, delta: float, objective: float, base: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return {
         "dataset": ds.name.split("-n")[0], "n": int(ds.points.shape[0]), "d": int(ds.points.shape[1]), "k": ds.k,
@@ -128,14 +133,15 @@ def run_shuffle_bench(args: argparse.Namespace) -> int:
                     rows.append(r)
                     nonprivate = r["nonprivate_objective"]
                     print(f"  seed {seed} {r['dataset']:8s} n={r['n']} eps={eps:g} {r['variant']:15s} {r['encoder']:7s} "
-                          f"obj={r['normalized_objective']:.4g} (device eps {r['device_epsilon']:.3g}; nonpriv "
+                          f"obj={r['normalized_objective']:.4g} (device eps {_eps(r['device_epsilon'])}; nonpriv "
                           f"{r['nonprivate_objective']:.3g}, trivial {r['trivial_objective']:.3g}) {r['seconds']:.0f}s", flush=True)
     if args.smoke:
         return 0
     (out / "shuffle.json").write_text(json.dumps({"machine": machine(), "delta": delta, "rows": rows}, indent=1))
     lines = [f"# shoal bench --model shuffle\n\n{header}\n",
              "| dataset | n | d | k | central eps | local | shuffle | shuffle + refine (per seed) | refine share | "
-             "device eps0 (shuffle) | auto chose (local / shuffle) | non-private | one center |",
+             "device eps0 (shuffle) | auto chose (local / shuffle / shuffle+refine's first round) | non-private | "
+             "one center |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name in names:
         for eps in epss:
@@ -151,7 +157,8 @@ def run_shuffle_bench(args: argparse.Namespace) -> int:
             per_seed = " / ".join(f"{r['normalized_objective']:.3g}" for r in rf)
             lines.append(f"| {name} | {lo[0]['n']} | {lo[0]['d']} | {lo[0]['k']} | {eps:g} | {mean(lo):.4g} | {mean(sh):.4g} | "
                          f"{mean(rf):.4g} ({per_seed}) | {rf[0]['refine_share']:g} | {sh[0]['device_epsilon']:.3g} | "
-                         f"{lo[0]['encoder']} / {sh[0]['encoder']} | {mean(lo, 'nonprivate_objective'):.3g} | "
+                         f"{lo[0]['encoder']} / {sh[0]['encoder']} / {rf[0]['encoder']} | "
+                         f"{mean(lo, 'nonprivate_objective'):.3g} | "
                          f"{mean(lo, 'trivial_objective'):.3g} |")
     (out / "shuffle.md").write_text("\n".join(lines) + "\n")
     _plot(rows, out)

@@ -17,7 +17,7 @@ from pydantic import (
 )
 
 from shoal.common.bounds import PublicBound
-from shoal.common.messages import DeviceMessage, PointMessage, SketchMessage
+from shoal.common.messages import MAX_RECORDS, DeviceMessage, PointMessage, SketchMessage
 from shoal.server.rounds.kinds import RefineRequest, RoundRequest
 
 
@@ -86,11 +86,22 @@ def _tuning_error(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+class PartitionTuningIn(BaseModel):
+    """Overrides of a partition round's derived parameters (``derive_partition``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    bits: StrictInt | None = Field(None, ge=1, le=10, description="2^bits buckets (default: bucket_bits' rule)")
+    max_devices: StrictInt | None = Field(None, ge=2, le=10**9)
+
+
 class CentralTuningIn(BaseModel):
     """Expert overrides for a central round (``derive_central``)."""
 
     model_config = ConfigDict(extra="forbid")
     lift_steps: int | None = Field(None, ge=0, le=5, description="noisy-average Lloyd steps in the original space (default 1)")
+    records_per_device: int | None = Field(None, ge=1, le=MAX_RECORDS, description=(
+        "records a device may seal in its one message (default 1); eps and delta are per record, a device's "
+        "records together get the group-privacy guarantee (the round's privacy statement says both)"))
 
 
 class CreateRoundIn(BaseModel):
@@ -101,16 +112,19 @@ class CreateRoundIn(BaseModel):
     dim: int = Field(ge=1, le=10_000)
     epsilon: float = Field(ge=1e-3, le=50, description="below 1e-3 no round can locate anything")
     n_expected: int = Field(ge=1, le=10**9)
-    encoder: Literal["auto", "lsh", "nettree", "sketch"] = Field(
+    encoder: Literal["auto", "lsh", "nettree", "sketch", "partition"] = Field(
         "auto", description=("auto: nettree or lsh by a measured rule from (n_expected, dim, k, the device's epsilon) "
                              "(common/encoder_rule.py); the round's config says which. "
-                             "sketch: scrambled compressive sketches decoded by CL-OMPR (common/sketch_round.py)"))
+                             "sketch: scrambled compressive sketches decoded by CL-OMPR (common/sketch_round.py). "
+                             "partition (shuffle model): per-bucket secure sums over a public LSH partition, "
+                             "central noise (common/partition_round.py)"))
     model: Literal["local", "shuffle", "central"] = Field(
         "local", description=("shuffle: epsilon/delta are the central target for batches of >= min_batch; "
                               "central: the server is the curator (devices seal raw points to it; "
                               "common/central_round.py)"))
-    algorithm: Literal["auto", "maxcover-000", "maxcover-003"] | None = Field(
-        None, description="central model only: seed 000's or seed 003's private max coverage (auto: by dimension)")
+    algorithm: Literal["auto", "maxcover-000", "maxcover-003", "gridhist"] | None = Field(
+        None, description=("central model only: seed 000's or seed 003's private max coverage, or seed 000's "
+                           "pipeline with a thresholded histogram cover (gridhist); auto: by dimension"))
     delta: float | None = Field(None, gt=0, lt=1, description="shuffle and central models only")
     min_batch: int | None = Field(None, ge=2, le=10**9, description=(
         "shuffle model only: smallest batch released (sketch rounds: fewest devices whose noise shares give the guarantee)"))
@@ -136,7 +150,8 @@ class CreateRoundIn(BaseModel):
         if self.model == "central":
             model: type[BaseModel] = CentralTuningIn
         else:
-            model = SketchTuningIn if self.encoder == "sketch" else TreeTuningIn
+            tunings: dict[str, type[BaseModel]] = {"sketch": SketchTuningIn, "partition": PartitionTuningIn}
+            model = tunings.get(self.encoder, TreeTuningIn)
         try:
             checked = model.model_validate(self.tuning)
         except ValidationError as exc:

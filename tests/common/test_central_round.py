@@ -4,6 +4,7 @@ from public numbers, the event record, and one test per invalid parameter."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -63,10 +64,10 @@ def test_grids_run_fine_to_coarse_from_radius_about_one_over_n_to_the_whole_ball
     assert sides[0] * math.sqrt(5) / 2 <= 2 / 10_000
 
 
-def test_auto_runs_seed_003_unprojected_in_low_dimension_and_seed_000_above():
+def test_auto_runs_seed_003_unprojected_in_low_dimension_and_the_histogram_cover_above():
     assert choose_algorithm(100_000, 2) == "maxcover-003"
-    assert choose_algorithm(100_000, 16) == "maxcover-000"
-    assert derive_central("auto", 100_000, 16, 26, 1.0, 1e-6).algorithm == "maxcover-000"
+    assert choose_algorithm(100_000, 16) == "gridhist"
+    assert derive_central("auto", 100_000, 16, 26, 1.0, 1e-6).algorithm == "gridhist"
 
 
 def test_a_central_config_parses_back_to_itself():
@@ -129,3 +130,64 @@ def test_a_round_refuses_a_spec_for_another_k():
 def test_derive_refuses_an_unknown_objective():
     with pytest.raises(ConfigError, match="unknown objective 'kcenter'"):
         derive_central("maxcover-003", 1000, 2, 2, 1.0, 1e-6, objective="kcenter")
+
+
+def test_gridhist_sets_its_cover_so_an_average_cluster_clears_the_threshold():
+    from shoal.common.central_round import HIST_GAP
+
+    for n, k, eps in [(10_000, 8, 1.0), (50_000, 64, 1.0), (20_000, 26, 4.0)]:
+        spec = derive_central("gridhist", n, 100, k, eps, 1e-6)
+        share = spec.cover.epsilon / eps
+        assert 0.1 <= share <= 0.5
+        assert spec.cover.histogram is not None
+        if 0.1 < share < 0.5:  # the least share (to 0.01) whose threshold is at most n / (HIST_GAP k)
+            assert spec.cover.histogram.threshold <= n / (HIST_GAP * k)
+            less = derive_central("gridhist", n, 100, k, eps, 1e-6,
+                                  split=(share - 0.01, 0.05, 1 - share + 0.01 - 0.05))
+            assert less.cover.histogram is not None and less.cover.histogram.threshold > n / (HIST_GAP * k)
+
+
+def test_a_histogram_record_whose_noise_overspends_its_delta_has_no_guarantee():
+    spec = derive_central("gridhist", 10_000, 20, 4, 1.0, 1e-6)
+    noise = spec.cover.histogram
+    assert noise is not None
+    weak = replace(spec.event(), cover_histogram=replace(noise, threshold=noise.threshold // 2))
+    with pytest.raises(PrivacyError, match="gives delta"):
+        curator_guarantee(weak)
+
+
+def test_a_histogram_rule_without_its_noise_has_no_guarantee():
+    spec = derive_central("gridhist", 10_000, 20, 4, 1.0, 1e-6)
+    with pytest.raises(PrivacyError, match="no privacy rule"):
+        curator_guarantee(replace(spec.event(), cover_histogram=None))
+
+
+def test_a_cover_refuses_a_histogram_rule_without_noise_and_noise_without_the_rule():
+    spec = derive_central("gridhist", 10_000, 20, 4, 1.0, 1e-6)
+    with pytest.raises(ConfigError, match="do not go together"):
+        replace(spec.cover, histogram=None)
+    with pytest.raises(ConfigError, match="do not go together"):
+        replace(spec.cover, rule="seed003-lemma6")
+
+
+def test_a_cover_refuses_noise_for_another_number_of_levels():
+    spec = derive_central("gridhist", 10_000, 20, 4, 1.0, 1e-6)
+    with pytest.raises(ConfigError, match="levels for"):
+        replace(spec.cover, sides=spec.cover.sides[1:])
+
+
+@pytest.mark.parametrize("records", [0, 65, 2.5])
+def test_a_central_round_refuses_records_per_device_outside_one_to_64(records):
+    cfg = derive_central_round(5000, 12, 3, 1.0, 1e-6, PublicBound(radius=1.0))
+    with pytest.raises(ConfigError, match="records_per_device must be"):
+        replace(cfg, records_per_device=records)
+
+
+def test_a_devices_records_together_get_the_group_privacy_guarantee():
+    one = derive_central_round(5000, 12, 3, 1.0, 1e-6, PublicBound(radius=1.0))
+    four = derive_central_round(5000, 12, 3, 1.0, 1e-6, PublicBound(radius=1.0), records_per_device=4)
+    eps, delta = curator_guarantee(four.event)
+    assert one.device_guarantee() == curator_guarantee(one.event)
+    assert four.device_guarantee() == pytest.approx((4 * eps, 4 * math.exp(3 * eps) * delta))
+    assert four.spec.cover.sides == one.spec.cover.sides  # the grid schedule is for n_expected x records
+    assert four.decode_bytes() == 4 * one.decode_bytes()

@@ -119,12 +119,19 @@ def test_refine_config_refuses_gaussian_bounds_that_are_not_aligned():
 
 
 def test_refine_share_gives_the_refine_round_more_where_the_tree_locates_clusters_cheaply():
-    from shoal.common.refine_round import REFINE_SHARES, refine_share
+    from shoal.common.refine_round import (
+        PARTITION_REFINE_SHARE,
+        REFINE_SHARES,
+        first_round,
+        refine_share,
+    )
 
     # n = 1e6, d = 100, k = 8: the tree's predicted center error is ~0.003 at every share.
     assert refine_share(1_000_000, 100, 8, 1.0, 1e-6) == max(REFINE_SHARES)
-    # n = 2e4, d = 16, k = 26 (letter's shape): the tree needs the budget.
-    assert refine_share(20_000, 16, 26, 1.0, 1e-6) == min(REFINE_SHARES)
+    # n = 2e4, d = 16, k = 26 (letter's shape): no share's tree locates the clusters.
+    assert first_round(20_000, 16, 26, 1.0, 1e-6) == "partition"
+    assert first_round(1_000_000, 100, 8, 1.0, 1e-6) == "tree" == first_round(100_000, 2, 10, 1.0, 1e-6)
+    assert refine_share(20_000, 16, 26, 1.0, 1e-6) == PARTITION_REFINE_SHARE  # letter: a partition round first
     # d = 2: nettree's lattice positions give no prediction, so the smallest share.
     assert refine_share(100_000, 2, 10, 1.0, 1e-6) == min(REFINE_SHARES)
 

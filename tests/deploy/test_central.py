@@ -2,6 +2,7 @@
 ``shoal simulate --model central`` and over sockets (``shoal sim --model central``)."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -113,3 +114,48 @@ def test_k_median_runs_seed_003_with_a_median_black_box(tmp_path, capsys):
 def test_k_median_is_refused_where_a_lift_would_average():
     with pytest.raises(ConfigError, match="k-median runs where the proxy is the answer"):
         fit(np.zeros((100, 50)), 2, 1.0, 1e-6, bound=1.0, objective="kmedian", n_expected=100)
+
+
+def test_sim_central_devices_seal_several_records_and_the_statement_gives_the_device_level_guarantee(capsys):
+    """Build 3: a device seals its records in one message (so the server can hold it to the
+    round's records_per_device after shuffling); eps and delta are per record, and the
+    statement adds the group-privacy guarantee for a device's records together."""
+    args = ["sim", "--users", "3000", "--dataset", "gauss", "--eps", "2", "--model", "central",
+            "--via-shuffler", "--min-batch", "50", "--records-per-device", "3", "--json"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["failed"] == 0 and out["received"] + out["pending_in_shuffler"] == 1000  # 1000 devices of 3 records
+    pr = out["privacy"]
+    assert pr["records_per_device"] == 3 and pr["central_epsilon"] <= 2 + 1e-9
+    dev = pr["device_level"]
+    assert dev["epsilon"] == pytest.approx(3 * pr["central_epsilon"])
+    assert dev["delta"] == pytest.approx(3 * math.exp(2 * pr["central_epsilon"]) * pr["delta"])
+    assert out["normalized_objective"] < 0.2 * out["trivial_objective"]
+
+
+def test_simulate_runs_a_partition_round_where_the_shuffle_trees_vectors_locate_nothing():
+    """Issue 15: in the shuffle model, auto takes a partition round first when the tree's
+    predicted center error is above TREE_LOCATED (letter's shape: n = 2e4, d = 16, k = 26)."""
+    from shoal.deploy.simulate import simulate_rounds
+
+    ds = paper_mixture(20_000, d=16, k=26, seed=1)
+    out = simulate_rounds(ds.points, 26, 1.0, "auto", bound=ds.bound, seed=1, model="shuffle", delta=1e-6,
+                          refine_epsilon=0.5, nonprivate=float("nan"))
+    assert out["encoder"] == "partition" and out["privacy"]["device_epsilon"] is None
+    assert out["composed"]["epsilon"] == pytest.approx(1.0)
+    assert max(out["normalized_objective"], out["tree_objective"]) < 0.5 * out["trivial_objective"]
+
+
+def test_shoal_simulate_runs_a_partition_round_and_says_it_has_no_local_guarantee(tmp_path, capsys):
+    ds = paper_mixture(20_000, d=16, k=6, seed=0)
+    path = tmp_path / "p.npy"
+    np.save(path, ds.points)
+    argv = ["simulate", "--data", str(path), "--k", "6", "--eps", "1", "--model", "shuffle", "--encoder", "partition",
+            "--refine", "0.5", "--radius", "100"]
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["encoder"] == "partition" and out["privacy"]["device_epsilon"] is None and out["quality"] is None
+    assert out["composed"]["epsilon"] == pytest.approx(1.0)
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "device eps none (secure sum)" in text and "first round objective" in text

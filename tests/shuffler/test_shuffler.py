@@ -175,7 +175,7 @@ def test_devices_seal_their_points_to_the_curator_in_a_central_round(server, shu
     pin = httpx.get(server.url + "/server-key").json()["fingerprint"]
     with pytest.raises(PrivacyError, match="sees this device's raw point"):
         Device(server.url, tmp_path / "no.json", shuffler_url=url, server_key=pin).participate(rid, [0.1, 0.2])
-    r = httpx.post(server.url + f"/rounds/{rid}/reports", json={"round_id": rid, "message_id": "0" * 32, "point": [0, 0]})
+    r = httpx.post(server.url + f"/rounds/{rid}/reports", json={"round_id": rid, "message_id": "0" * 32, "points": [[0, 0]]})
     assert r.status_code in (409, 422) and "sealed" in r.text  # never in the clear
     pts = np.vstack([np.full((20, 2), 0.6), np.full((20, 2), -0.6)]) + np.random.default_rng(0).normal(0, .01, (40, 2))
     toks = enrolled(url, server, 40)

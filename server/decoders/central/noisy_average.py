@@ -58,6 +58,7 @@ from shoal.common.exact_sampling import (
 SIZE_SHARE = 0.1  # of eps for the sizes (NSV Alg. 5 gives them 1/5; measured below)
 TAIL_SHARE = 1e-3  # of the vector's delta, spent on truncating the Gaussian draws
 MIN_SIZE = 1.0  # a part whose noisy size is below this has no mean
+MAX_SHARES = 64  # discrete Gaussian draws summed per coordinate at most (``calibrate`` coarsens the grid beyond)
 CHUNK = 65536  # rows per fixed-point pass: memory O(CHUNK d), not O(n d)
 
 
@@ -98,9 +99,13 @@ def calibrate(dim: int, epsilon: float, delta: float) -> NoisyAverageSpec:
     eps_sum = epsilon - s / t  # what the size's exact scale leaves
     # Rounding adds at most sqrt(d)/2 grid units to a point's norm: keep it below 1% of 2^bits.
     bits = max(8, math.ceil(math.log2(50 * math.sqrt(dim))))
-    sens = 2.0**bits + math.sqrt(dim) / 2
     vec_delta = delta * (1 - TAIL_SHARE)
     rho = rho_for_tight(eps_sum, vec_delta)
+    # At a tiny eps the noise dwarfs any grid: a coarser one keeps the draws few (at most MAX_SHARES
+    # per coordinate; rounding's sqrt(d) / 2 is in the sensitivity, so privacy holds at every bits).
+    while bits > 1 and (2.0**bits + math.sqrt(dim) / 2) ** 2 / (2 * rho) > MAX_SHARES * MAX_GAUSSIAN_SIGMA_SQ * 0.9:
+        bits -= 1
+    sens = 2.0**bits + math.sqrt(dim) / 2
     shares = max(1, math.ceil(sens**2 / (2 * rho) / (MAX_GAUSSIAN_SIGMA_SQ * 0.9)))
     sigma_sq = gaussian_sigma_sq(sens, rho, dim, shares, shares)
     draws = shares * dim

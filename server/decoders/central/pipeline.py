@@ -33,6 +33,7 @@ from shoal.server.decoders.central.grids import (
     random_cell,
     shifted_grids,
 )
+from shoal.server.decoders.central.histogram import histogram_level
 from shoal.server.decoders.central.maxcover import private_max_coverage
 from shoal.server.decoders.central.noisy_average import calibrate, noisy_means
 from shoal.server.decoders.kmeans import assign, weighted_kmeans
@@ -93,11 +94,17 @@ def candidates(y: NDArray[np.float64], spec: CentralSpec,
     sides: list[float] = []
     useful = 0
     for side in spec.cover.sides:
-        picks, newly, hits = _level(y, np.flatnonzero(left), side, spec, public, rng)
+        if spec.cover.histogram is not None:  # gridhist: every cell that passes the threshold
+            cells_found, newly = histogram_level(y, np.flatnonzero(left), side, spec.cover.histogram, public, rng)
+            picks, hits = list(cells_found), cells_found.shape[0]
+        else:
+            picks, newly, hits = _level(y, np.flatnonzero(left), side, spec, public, rng)
         chosen.extend(picks)
         sides.extend([side] * len(picks))
         left[newly] = False
         useful += hits
+    if not chosen:  # the histogram released no cell (too few points for eps): one public cell, the whole cube
+        chosen, sides = [np.zeros(spec.proj_dim)], [2.0]
     return np.array(chosen).reshape(-1, spec.proj_dim), np.array(sides), useful
 
 
@@ -250,7 +257,10 @@ def privacy_statement(spec: CentralSpec, steps: int | None = None) -> dict[str, 
             "census": {"epsilon": event.census_epsilon, "mechanism": "discrete Laplace count of n"}
             if event.census_epsilon else {"epsilon": 0.0, "mechanism": "n given as public"},
             "cover": {"epsilon": event.cover_epsilon, "delta": event.cover_delta, "rule": event.cover_rule,
-                      "mechanism": "exponential mechanism per pick (exact), greedy maximum coverage"},
+                      "mechanism": "exponential mechanism per pick (exact), greedy maximum coverage"
+                      if event.cover_histogram is None else
+                      "thresholded histogram of grid cells per level (exact discrete Gaussian counts, only "
+                      "the cells that pass are released)"},
             "counts": {"epsilon": event.count_epsilon, "mechanism": "discrete Laplace, L1 sensitivity 1"},
             "lift": [{"epsilon": e, "delta": d, "mechanism": "discrete Laplace sizes, discrete Gaussian sums "
                       "(parallel over parts)"} for e, d in zip(event.lift_epsilons, event.lift_deltas, strict=True)],

@@ -35,7 +35,9 @@ class PointRows:
         self.dim = dim
 
     def add(self, rows: NDArray[np.float64]) -> None:
-        self.parts.append(np.asarray(rows, dtype=np.float64).reshape(-1, self.dim))
+        """Stored rows hold a device's records side by side, NaN where it sent fewer."""
+        pts = np.asarray(rows, dtype=np.float64).reshape(-1, self.dim)
+        self.parts.append(pts[~np.isnan(pts).any(axis=1)])
 
     def merge(self, other: PointRows) -> None:
         self.parts.extend(other.parts)
@@ -66,10 +68,10 @@ class CentralServer:
         return PointMessage
 
     def rows(self, config: CentralConfig, messages: Sequence[BaseModel]) -> NDArray[np.float64]:
-        return point_rows([m for m in messages if isinstance(m, PointMessage)], config.dim)
+        return point_rows([m for m in messages if isinstance(m, PointMessage)], config.dim, config.records_per_device)
 
     def row_width(self, config: CentralConfig) -> tuple[int, type[np.uint64] | type[np.float64]]:
-        return config.dim, np.float64
+        return config.records_per_device * config.dim, np.float64
 
     def accumulator(self, config: CentralConfig) -> PointRows:
         return PointRows(config.dim)
@@ -85,12 +87,23 @@ class CentralServer:
             "centers": config.bound.from_ball(centers).tolist(),
             "ball_centers": centers.tolist(),
             "sizes": [float(s) for s in fit.sizes],
-            "privacy": privacy_statement(config.spec, fit.lift_steps),
+            "privacy": _statement(config, fit.lift_steps),
             "diagnostics": dict(fit.diagnostics, algorithm=config.spec.algorithm),
         }
 
     def privacy(self, config: CentralConfig) -> tuple[object, dict[str, Any]]:
-        return config.event, privacy_statement(config.spec)
+        return config.event, _statement(config)
+
+
+def _statement(config: CentralConfig, steps: int | None = None) -> dict[str, Any]:
+    """The run's statement (per record) and what it means for a device with all its records."""
+    out = privacy_statement(config.spec, steps)
+    eps, delta = config.device_guarantee()
+    out["records_per_device"] = config.records_per_device
+    out["device_level"] = {"epsilon": eps, "delta": delta,
+                           "rule": "one record" if config.records_per_device == 1 else
+                           f"group privacy over {config.records_per_device} records"}
+    return out
 
 
 KIND = CentralServer()

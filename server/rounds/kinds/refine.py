@@ -5,29 +5,26 @@ composes the parent and every refine round opened on it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
-from pydantic import BaseModel
 
 from shoal.common.accounting import central_guarantee
 from shoal.common.bounds import PublicBound
 from shoal.common.errors import ConfigError
 from shoal.common.events import RoundsEvent
-from shoal.common.messages import ShareMessage, share_array
 from shoal.common.refine_round import NAME, RefineConfig, derive_refine, refined_centers
 from shoal.common.threats import secure_sum_guarantee
 from shoal.server.decoders.shares import ShareTotal
 from shoal.server.rounds.kinds.base import RefineRequest, RoundRequest, RoundsView
+from shoal.server.rounds.kinds.shares import SharesOnly
 
 
-class RefineServer:
+class RefineServer(SharesOnly):
     name = NAME
     encoders: tuple[str, ...] = ()
     refinable = False
-    storage = "payloads"
+    what = "a refine round"
 
     def derive(self, request: RoundRequest, round_id: str) -> RefineConfig:
         raise ConfigError("a refine round is opened on a done round: POST /rounds/{id}/refine")
@@ -37,21 +34,6 @@ class RefineServer:
         ball = parent_result.get("ball_centers") or bound.to_ball(np.asarray(parent_result["centers"])).tolist()
         return derive_refine(parent_id, np.asarray(ball), bound, request.epsilon, request.delta,
                              request.min_devices, request.max_devices, round_id=round_id)
-
-    def direct_model(self, config: RefineConfig) -> type[BaseModel] | str:
-        return f"round {config.round_id} is a refine round: it takes only shuffled secure-sum shares"
-
-    def sealed_model(self, config: RefineConfig) -> type[BaseModel] | str:
-        return ShareMessage
-
-    def rows(self, config: RefineConfig, messages: Sequence[BaseModel]) -> NDArray[np.uint64]:
-        return share_array([m for m in messages if isinstance(m, ShareMessage)], config.secure_sum)
-
-    def row_width(self, config: RefineConfig) -> tuple[int, type[np.uint64] | type[np.float64]]:
-        return config.secure_sum.length + 1, np.uint64
-
-    def accumulator(self, config: RefineConfig) -> ShareTotal:
-        return ShareTotal(config.secure_sum)
 
     def decode(self, config: RefineConfig, acc: ShareTotal, rounds: RoundsView, round_id: str) -> dict[str, Any]:
         """Check that no share is missing and take one Lloyd step. The privacy

@@ -26,12 +26,14 @@ def _blobs(n, d, k, seed, spread=0.02):
     return centers[lab] + rng.standard_normal((n, d)) * spread / np.sqrt(d), centers
 
 
-@pytest.mark.parametrize("algorithm,d", [("maxcover-003", 2), ("maxcover-000", 2), ("maxcover-000", 20)])
+@pytest.mark.parametrize("algorithm,d", [("maxcover-003", 2), ("maxcover-000", 2), ("maxcover-000", 20),
+                                         ("gridhist", 20)])
 def test_every_large_cluster_gets_a_center(algorithm, d):
     """Seed 003's Lemma 9 / seed 000's Lemma 9: each level's greedy covers what the best
     k cells cover, less O(k log n ln(1/delta) / eps) points. Clusters of 5,000 points are
-    far above that loss (the greedy's threshold is ln(#cells) / beta ~ 10^3 here), so
-    every true center must have an output center within a few cluster spreads."""
+    far above that loss (the greedy's threshold is ln(#cells) / beta ~ 10^3 here; the
+    histogram's is n / (2.5 k) = 2,000 or less), so every true center must have an output
+    center within a few cluster spreads."""
     x, true = _blobs(20_000, d, 4, seed=1)
     spec = derive_central(algorithm, len(x), d, 4, 1.0, 1e-6, seed=3)
     fit = central_kmeans(x, spec, np.random.default_rng(5))
@@ -124,3 +126,38 @@ def test_a_run_too_small_for_its_epsilon_answers_the_private_mean():
     fit = central_kmeans(x, spec, np.random.default_rng(3))
     assert fit.diagnostics["answer"] == "private mean"
     assert np.allclose(fit.centers, fit.centers[0])
+
+
+def test_a_histogram_run_states_its_cover_as_a_thresholded_histogram():
+    spec = derive_central("gridhist", 10_000, 20, 4, 1.0, 1e-6)
+    st = privacy_statement(spec, 1)
+    assert st["algorithm"] == "gridhist" and st["parts"]["cover"]["rule"] == "threshold-gaussian"
+    assert "thresholded histogram" in st["parts"]["cover"]["mechanism"]
+    assert st["central_epsilon"] <= 1.0 + 1e-12 and st["delta"] <= 1e-6
+
+
+def test_stored_rows_hold_a_devices_records_and_blanks_for_the_ones_it_did_not_send():
+    from shoal.common.errors import ReportError
+    from shoal.common.messages import PointMessage, new_message_id, point_rows
+    from shoal.server.rounds.kinds.central import PointRows
+
+    msgs = [PointMessage(round_id="r", message_id=new_message_id(), points=[[0.1, 0.2], [0.3, -0.4], [2.0, 0.0]]),
+            PointMessage(round_id="r", message_id=new_message_id(), points=[[0.5, 0.5]])]
+    with pytest.raises(ReportError, match="a point has norm 2"):
+        point_rows(msgs, 2, 3)
+    msgs[0] = PointMessage(round_id="r", message_id=new_message_id(), points=[[0.1, 0.2], [0.3, -0.4], [1.0, 0.0]])
+    rows = point_rows(msgs, 2, 3)
+    assert rows.shape == (2, 6) and np.isnan(rows[1, 2:]).all()
+    acc = PointRows(2)
+    acc.add(rows)
+    assert acc.points().tolist() == [[0.1, 0.2], [0.3, -0.4], [1.0, 0.0], [0.5, 0.5]]
+    with pytest.raises(ReportError, match="a device sent 3 records, the round takes at most 2"):
+        point_rows(msgs, 2, 2)
+
+
+def test_a_histogram_run_on_too_few_points_for_its_epsilon_still_answers_from_one_public_cell():
+    x, _ = _blobs(40, 20, 4, seed=4)
+    spec = derive_central("gridhist", len(x), 20, 4, 1.0, 1e-6, seed=2)
+    fit = central_kmeans(x, spec, np.random.default_rng(6))
+    assert fit.diagnostics["candidates"] == 1 and fit.centers.shape == (4, 20)
+    assert np.isfinite(fit.centers).all() and (np.linalg.norm(fit.centers, axis=1) <= 1 + 1e-9).all()

@@ -95,3 +95,11 @@ def test_the_audit_catches_a_release_run_at_three_times_its_epsilon():
 def test_calibrate_rejects_invalid_parameter(dim, eps, delta, match):
     with pytest.raises(ConfigError, match=match):
         calibrate(dim, eps, delta)
+
+
+def test_a_tiny_epsilon_coarsens_the_grid_so_the_draws_stay_few_and_the_budget_holds():
+    from shoal.server.decoders.central.noisy_average import MAX_SHARES, spent_delta
+
+    fine, tiny = calibrate(40, 1.0, 5e-7), calibrate(40, 0.005, 5e-7)
+    assert tiny.bits < fine.bits and tiny.shares <= MAX_SHARES
+    assert spent_delta(tiny) <= 5e-7 * (1 + 1e-9)

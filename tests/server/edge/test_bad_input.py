@@ -45,6 +45,11 @@ def _create(client, **change):
     ({"model": "central", "delta": 1e-6, "algorithm": "lloyd"}, "algorithm"),
     ({"model": "central", "delta": 1e-6, "tuning": {"levels": 3}}, "tuning.levels: unknown key"),
     ({"model": "central", "delta": 1e-6, "tuning": {"lift_steps": 9}}, "tuning.lift_steps"),
+    ({"model": "central", "delta": 1e-6, "tuning": {"records_per_device": 65}}, "tuning.records_per_device"),
+    ({"encoder": "partition", "model": "shuffle", "delta": 1e-6, "min_batch": 100, "tuning": {"bits": 11}},
+     "tuning.bits"),
+    ({"encoder": "partition", "model": "shuffle", "delta": 1e-6, "min_batch": 100, "tuning": {"levels": 3}},
+     "tuning.levels: unknown key"),
 ])
 def test_each_invalid_round_parameter_is_a_422_naming_it(client, change, needle):
     r = _create(client, **change)
@@ -63,6 +68,14 @@ def test_a_central_round_is_created_with_its_algorithm_and_the_curators_statemen
     assert r.status_code == 201, r.text
     spec = r.json()["config"]["spec"]
     assert spec["algorithm"] == "maxcover-000" and spec["lift_steps"] == 2
+
+
+def test_a_partition_round_needs_the_shuffle_model_and_is_created_with_its_buckets(client):
+    r = _create(client, encoder="partition")
+    assert r.status_code in (400, 409, 422) and "partition round sums shares through the shuffler" in r.text
+    r = _create(client, encoder="partition", model="shuffle", delta=1e-6, min_batch=100, tuning={"bits": 3})
+    assert r.status_code == 201, r.text
+    assert r.json()["config"]["kind"] == "partition" and r.json()["config"]["bits"] == 3
 
 
 def test_tuning_overrides_that_are_valid_are_applied(client):

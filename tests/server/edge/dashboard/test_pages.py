@@ -155,7 +155,7 @@ def test_a_central_round_shows_its_algorithm_and_whom_its_guarantee_covers(clien
     rid, key = r.json()["id"], base64.b64decode(r.json()["server_public_key"])
     ds = city_locations(6000, k=3, seed=4)
     ball = ds.bound.to_ball(ds.points)
-    sealed = [base64.b64encode(seal(PointMessage(round_id=rid, message_id=new_message_id(), point=p.tolist())
+    sealed = [base64.b64encode(seal(PointMessage(round_id=rid, message_id=new_message_id(), points=[p.tolist()])
                                     .model_dump_json().encode(), key, rid)).decode() for p in ball]
     r = client.post(f"/rounds/{rid}/shuffled", json={"sealed": sealed}, headers={"Authorization": "Bearer sh-" + "s" * 20})
     assert r.status_code == 202 and r.json()["accepted"] == 6000, r.text

@@ -1,0 +1,43 @@
+"""Decoding a partition round (``common/partition_round.py``): the kept buckets'
+means clustered by weighted k-means, and the round's privacy statement. Pure numpy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from shoal.common.partition_round import PartitionConfig, bucket_means
+from shoal.common.threats import secure_sum_guarantee
+from shoal.server.decoders.kmeans import assign, weighted_kmeans
+
+
+def partition_statement(config: PartitionConfig) -> dict[str, Any]:
+    s = config.secure_sum
+    return {
+        "model": "shuffle",
+        "mechanism": f"secure summation (split-and-mix) of per-bucket counts and sums over a public LSH partition "
+                     f"({config.buckets} buckets), distributed discrete {s.noise.capitalize()} noise",
+        "central_epsilon": s.epsilon,
+        "delta": s.delta,
+        "device_epsilon": None,
+        "device_epsilon_note": "no local guarantee: its privacy relies on the shuffler not colluding with the server",
+        "guarantees": [secure_sum_guarantee(s.epsilon, s.delta, s.min_devices)],
+    }
+
+
+def partition_centers(total: NDArray[np.float64], config: PartitionConfig,
+                      rng: np.random.Generator) -> tuple[NDArray[np.float64], NDArray[np.float64], int]:
+    """k centers of the kept buckets' means (weighted by their noisy counts), their
+    weights, and how many buckets were kept; no bucket kept: the origin."""
+    means, counts = bucket_means(total, config)
+    if means.shape[0] == 0:
+        return np.zeros((config.k, config.dim)), np.zeros(config.k), 0
+    centers = weighted_kmeans(means, counts, config.k, rng)
+    sizes = np.bincount(assign(means, centers), weights=counts, minlength=centers.shape[0]).astype(np.float64)
+    if centers.shape[0] < config.k:  # fewer buckets than k: repeat the heaviest
+        pad = config.k - centers.shape[0]
+        centers = np.vstack([centers, np.repeat(centers[[int(np.argmax(sizes))]], pad, axis=0)])
+        sizes = np.concatenate([sizes, np.zeros(pad)])
+    return centers, sizes, int(means.shape[0])

@@ -1,0 +1,55 @@
+"""The partition kind on the server (``common/partition_round.py``): a
+shuffle-model first round whose noise is central. Devices send secure-sum
+shares of their bucket's (point, 1) through the shuffler; the server
+decodes the noisy bucket sums and clusters the bucket means (weighted
+k-means, post-processing). Refinable: a refine round takes a Lloyd step
+from its centers."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import numpy as np
+
+from shoal.common.errors import ConfigError
+from shoal.common.partition_round import NAME, PartitionConfig, derive_partition
+from shoal.server.decoders.partition import partition_centers, partition_statement
+from shoal.server.decoders.shares import ShareTotal
+from shoal.server.rounds.kinds.base import RoundRequest, RoundsView
+from shoal.server.rounds.kinds.shares import SharesOnly
+
+
+class PartitionServer(SharesOnly):
+    name = NAME
+    encoders = ("partition",)
+    refinable = True
+    what = "a partition round"
+
+    def derive(self, request: RoundRequest, round_id: str) -> PartitionConfig:
+        if request.model != "shuffle" or not request.delta or not request.min_batch:
+            raise ConfigError("a partition round sums shares through the shuffler: it needs model 'shuffle', "
+                              "delta and min_batch (the fewest devices whose noise shares give the guarantee)")
+        return derive_partition(request.n_expected, request.dim, request.k, request.epsilon, request.delta,
+                                request.bound, request.min_batch, seed=secrets.randbits(31), round_id=round_id,
+                                **request.tuning)
+
+    def decode(self, config: PartitionConfig, acc: ShareTotal, rounds: RoundsView, round_id: str) -> dict[str, Any]:
+        sums, devices = acc.decode()
+        centers, sizes, kept = partition_centers(sums, config, np.random.default_rng(secrets.randbits(128)))
+        centers = config.bound.project_ball(centers)
+        return {
+            "round_id": round_id,
+            "centers": config.bound.from_ball(centers).tolist(),
+            "ball_centers": centers.tolist(),
+            "sizes": [float(s) for s in sizes],
+            "privacy": partition_statement(config),
+            "diagnostics": {"devices": devices, "shares": acc.shares, "buckets": config.buckets,
+                            "buckets_kept": kept, "noise_std": config.secure_sum.noise_std},
+        }
+
+    def privacy(self, config: PartitionConfig) -> tuple[object, dict[str, Any]]:
+        return config.event, partition_statement(config)
+
+
+KIND = PartitionServer()
