@@ -296,13 +296,13 @@ def test_gaussian_audit_catches_noise_from_too_few_devices():
 
 
 def test_gaussian_parameters_satisfy_every_documented_inequality():
-    from shoal.common.distributed_noise import rho_for, zcdp_delta
+    from shoal.common.distributed_noise import rho_for_tight, zcdp_delta_tight
 
     p = SecureSumParams.derive(8 * 101, l1_norm=math.sqrt(100) + 1, max_abs=1.0, max_nonzero=101, epsilon=0.2,
                                delta=1e-8, min_devices=100_000, max_devices=10_000_000, noise="gaussian",
                                l2_norm=math.sqrt(2), aligned=True)
-    assert p.rho <= rho_for(p.epsilon, p.delta / 2)
-    assert zcdp_delta(p.rho, p.epsilon) <= p.delta / 2
+    assert p.rho <= rho_for_tight(p.epsilon, p.delta / 2)
+    assert zcdp_delta_tight(p.rho, p.epsilon) <= p.delta / 2
     assert p.delta_used <= p.delta
     assert 16 <= p.sigma_sq <= 1 << 20
     assert 2 * p.max_devices * (p.max_value + p.noise_clip) + 2 < p.modulus
@@ -353,3 +353,21 @@ def test_auto_noise_needs_the_l2_norm():
     with pytest.raises(ConfigError, match="l2_norm"):
         SecureSumParams.derive(4, l1_norm=1.0, max_abs=1.0, max_nonzero=1, epsilon=1.0, delta=1e-6,
                                min_devices=20, noise="auto")
+
+
+def test_gaussian_secure_sum_takes_the_tight_zcdp_conversion():
+    """Canonne-Kamath-Steinke's conversion (Cor. 13) admits more rho than Bun-Steinke's at
+    the same (eps, delta / 2), so the shares carry less noise; both are valid bounds."""
+    from shoal.common.distributed_noise import (
+        gaussian_sigma_sq,
+        rho_for,
+        zcdp_delta,
+        zcdp_delta_tight,
+    )
+
+    p = SecureSumParams.derive(8 * 101, l1_norm=math.sqrt(100) + 1, max_abs=1.0, max_nonzero=101, epsilon=0.5,
+                               delta=1e-6, min_devices=10_000, noise="gaussian", l2_norm=math.sqrt(2), aligned=True)
+    loose = gaussian_sigma_sq(p.l2_sensitivity, rho_for(p.epsilon, p.delta / 2), p.length, p.min_devices,
+                              p.max_devices)
+    assert p.sigma_sq < 0.72 * loose  # sd ratio below 0.85
+    assert zcdp_delta_tight(p.rho, p.epsilon) <= p.delta / 2 < zcdp_delta(p.rho, p.epsilon)
