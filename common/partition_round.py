@@ -61,6 +61,8 @@ NAME = "partition"
 MAX_BITS = 10
 MAX_LENGTH = 8192  # 2^bits (d + 1) at most: every device sends shares of this many numbers
 BUCKET_SDS = 24.0  # an average bucket holds at least this many noise sds of devices (``bucket_bits``)
+MAX_DEVICES_FACTOR = 2  # default max_devices: this many times n_expected (``derive_partition``)
+REFINE_SPLIT = 2  # a refine round on a partition round splits each center in two (``refine_round.py``)
 NOISE_GATE = 3.0  # a bucket whose noisy count is below this many noise sds is left out
 
 
@@ -118,9 +120,16 @@ def bucket_bits(n: int, dim: int, k: int, noise_std: float) -> int:
 def derive_partition(n_expected: int, dim: int, k: int, epsilon: float, delta: float, bound: PublicBound,
                      min_devices: int, max_devices: int | None = None, seed: int = 0, round_id: str = "partition",
                      bits: int | None = None) -> PartitionConfig:
-    """A partition round for about n_expected devices (public) at central (epsilon, delta)."""
+    """A partition round for about n_expected devices (public) at central (epsilon, delta).
+
+    At most ``max_devices`` are decoded (the secure sum's overflow bound);
+    by default ``MAX_DEVICES_FACTOR`` x n_expected (at least min_devices):
+    the server holds every device's shares while it decodes, and sizes that
+    memory by this bound before it opens the round."""
     if n_expected < 1 or dim < 1 or k < 1:
         raise ConfigError(f"partition needs n_expected, dim, k >= 1; got {n_expected}, {dim}, {k}")
+    if max_devices is None:
+        max_devices = max(min_devices, MAX_DEVICES_FACTOR * n_expected)
     if bits is None:
         probe = bucket_sum_params(2, dim, epsilon, delta, min_devices, max_devices)
         bits = bucket_bits(n_expected, dim, k, probe.noise_std)

@@ -21,6 +21,7 @@ from shoal.client.encoder import encode_arrays
 from shoal.common.accounting import central_guarantee
 from shoal.common.bounds import PublicBound
 from shoal.common.errors import ConfigError
+from shoal.common.partition_round import REFINE_SPLIT as PARTITION_REFINE_SPLIT
 from shoal.common.partition_round import contributions as partition_contributions
 from shoal.common.partition_round import derive_partition
 from shoal.common.refine_round import (
@@ -29,13 +30,13 @@ from shoal.common.refine_round import (
     derive_refine,
     first_round,
     refine_share,
-    refined_centers,
 )
 from shoal.common.secure_sum import SecureSumParams, fixed_point
 from shoal.common.tree_round import EncoderChoice, derive_config
 from shoal.deploy.progress import bar
 from shoal.server.decoders.kmeans import assign, kmeans_cost, weighted_kmeans
 from shoal.server.decoders.partition import partition_centers, partition_statement
+from shoal.server.decoders.refine import refine_answer
 from shoal.server.decoders.tree.accumulate import LevelAccumulator
 from shoal.server.decoders.tree.decoder import TreeDecoder
 
@@ -200,18 +201,19 @@ def refine_in_process(
     min_devices: int,
     seed: int = 0,
     chunk: int = 10_000,
+    split: int = 1,
 ) -> dict[str, Any]:
     """Run a ``refine`` round in-process (``summed_in_process``); returns the
-    refined ball centers and timings."""
+    refined ball centers and timings. ``split``: candidates per parent center."""
     points = np.asarray(points, dtype=np.float64)
     n = points.shape[0]
     cfg = derive_refine("parent", parent_ball_centers, bound, epsilon, delta, min_devices,
-                        max_devices=max(n, 100 * min_devices))
+                        max_devices=max(n, 100 * min_devices), split=split, seed=seed)
     params = cfg.secure_sum
     t = time.perf_counter()
     sums = summed_in_process(points, contributions, cfg, "refine", np.random.SeedSequence([seed, 11]), chunk)
     enc = time.perf_counter() - t
-    centers, sizes = refined_centers(sums, cfg)
+    centers, sizes = refine_answer(sums, cfg, np.random.default_rng([seed, 13]))
     return {
         "ball_centers": centers,
         "sizes": sizes,
@@ -309,7 +311,8 @@ def simulate_rounds(
     if not refine_epsilon:
         return out
     ref = refine_in_process(points, np.asarray(out["ball_centers"]), bound, refine_epsilon, delta - tree_delta,
-                            min_devices=int(min_batch or n), seed=seed)
+                            min_devices=int(min_batch or n), seed=seed,
+                            split=PARTITION_REFINE_SPLIT if encoder == "partition" else 1)
     e2, d2 = central_guarantee(ref["event"])
     ball = bound.to_ball(points)
     out.update(

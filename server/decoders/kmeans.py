@@ -81,3 +81,24 @@ def weighted_kmeans(
             best, best_cost = c, cost
     assert best is not None
     return best
+
+
+def reduce_weighted(
+    x: NDArray[np.float64], w: NDArray[np.float64], k: int, rng: np.random.Generator
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Exactly k centers of weighted points and the weight each one takes.
+
+    Negative weights (noisy counts) count as 0; with no positive weight every
+    point weighs the same. Fewer distinct points than k: the heaviest center
+    is repeated, with size 0 (a partition round with few buckets, a split
+    refine round whose candidates were mostly gated)."""
+    w = np.maximum(np.asarray(w, dtype=np.float64), 0.0)
+    if not np.any(w > 0):
+        w = np.ones_like(w)
+    centers = weighted_kmeans(x, w, k, rng)
+    sizes = np.bincount(assign(x, centers), weights=w, minlength=centers.shape[0]).astype(np.float64)
+    if centers.shape[0] < k:
+        pad = k - centers.shape[0]
+        centers = np.vstack([centers, np.repeat(centers[[int(np.argmax(sizes))]], pad, axis=0)])
+        sizes = np.concatenate([sizes, np.zeros(pad)])
+    return centers, sizes

@@ -10,7 +10,7 @@ from numpy.typing import NDArray
 
 from shoal.common.partition_round import PartitionConfig, bucket_means
 from shoal.common.threats import secure_sum_guarantee
-from shoal.server.decoders.kmeans import assign, weighted_kmeans
+from shoal.server.decoders.kmeans import reduce_weighted
 
 
 def partition_statement(config: PartitionConfig) -> dict[str, Any]:
@@ -34,10 +34,5 @@ def partition_centers(total: NDArray[np.float64], config: PartitionConfig,
     means, counts = bucket_means(total, config)
     if means.shape[0] == 0:
         return np.zeros((config.k, config.dim)), np.zeros(config.k), 0
-    centers = weighted_kmeans(means, counts, config.k, rng)
-    sizes = np.bincount(assign(means, centers), weights=counts, minlength=centers.shape[0]).astype(np.float64)
-    if centers.shape[0] < config.k:  # fewer buckets than k: repeat the heaviest
-        pad = config.k - centers.shape[0]
-        centers = np.vstack([centers, np.repeat(centers[[int(np.argmax(sizes))]], pad, axis=0)])
-        sizes = np.concatenate([sizes, np.zeros(pad)])
+    centers, sizes = reduce_weighted(means, counts, config.k, rng)
     return centers, sizes, int(means.shape[0])

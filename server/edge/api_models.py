@@ -91,7 +91,8 @@ class PartitionTuningIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     bits: StrictInt | None = Field(None, ge=1, le=10, description="2^bits buckets (default: bucket_bits' rule)")
-    max_devices: StrictInt | None = Field(None, ge=2, le=10**9)
+    max_devices: StrictInt | None = Field(None, ge=2, le=10**9, description=(
+        "most devices decoded (the secure sum's overflow bound); default 2 x n_expected"))
 
 
 class CentralTuningIn(BaseModel):
@@ -117,7 +118,9 @@ class CreateRoundIn(BaseModel):
                              "(common/encoder_rule.py); the round's config says which. "
                              "sketch: scrambled compressive sketches decoded by CL-OMPR (common/sketch_round.py). "
                              "partition (shuffle model): per-bucket secure sums over a public LSH partition, "
-                             "central noise (common/partition_round.py)"))
+                             "central noise (common/partition_round.py). In the shuffle model with no tuning, auto "
+                             "is a partition round where the tree is predicted not to locate the clusters "
+                             "(refine_round.first_round)"))
     model: Literal["local", "shuffle", "central"] = Field(
         "local", description=("shuffle: epsilon/delta are the central target for batches of >= min_batch; "
                               "central: the server is the curator (devices seal raw points to it; "
@@ -189,9 +192,12 @@ class RefineIn(BaseModel):
     delta: float = Field(gt=0, lt=1)
     min_devices: int = Field(ge=16, le=10**9, description="fewest devices whose noise shares give the guarantee")
     max_devices: int | None = Field(None, ge=16, le=10**9, description="most devices decoded (overflow bound); default 100 x min")
+    split: StrictInt | None = Field(None, ge=1, le=4, description=(
+        "candidates per parent center, reduced back to k after the Lloyd step (common/refine_round.py); "
+        "default 2 on a partition round, 1 otherwise"))
 
     def to_request(self) -> RefineRequest:
-        return RefineRequest(self.epsilon, self.delta, self.min_devices, self.max_devices)
+        return RefineRequest(self.epsilon, self.delta, self.min_devices, self.max_devices, self.split)
 
     @model_validator(mode="after")
     def _order(self) -> RefineIn:

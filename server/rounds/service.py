@@ -24,7 +24,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from numpy.typing import NDArray
@@ -38,10 +38,11 @@ from shoal.common.messages import ReportBatch
 from shoal.common.signing import identity_path, load_or_create_signing_key
 from shoal.server.rounds import leases
 from shoal.server.rounds.kinds import (
+    SERVER_KINDS,
     RefineRequest,
     RoundRequest,
     ServerKind,
-    for_encoder,
+    for_request,
     server_kind,
 )
 from shoal.server.rounds.kinds.refine import KIND as REFINE
@@ -102,7 +103,7 @@ class RoundService:
 
     # -- rounds --
     def create(self, request: RoundRequest) -> RoundRow:
-        kind = for_encoder(request.encoder)
+        kind, request = for_request(request)
         round_id = secrets.token_hex(8)
         return self._store_new(round_id, kind, kind.derive(request, round_id))
 
@@ -111,9 +112,12 @@ class RoundService:
         parent = self.store.get_round(parent_id)
         kind, cfg = self.round(parent_id)
         if not kind.refinable:
-            raise RoundStateError(f"round {parent_id} is a {kind.name} round: refine rounds open on tree or sketch rounds")
+            refinable = ", ".join(sorted(k.name for k in SERVER_KINDS.values() if k.refinable))
+            raise RoundStateError(f"round {parent_id} is a {kind.name} round: refine rounds open on {refinable} rounds")
         if parent.state != "done" or parent.result is None:
             raise RoundStateError(f"round {parent_id} is {parent.state}: refine needs its centers (state done)")
+        if request.split is None:
+            request = replace(request, split=kind.refine_split)
         round_id = secrets.token_hex(8)
         return self._store_new(round_id, REFINE, REFINE.derive_child(parent_id, parent.result, cfg.bound, request, round_id))
 

@@ -141,3 +141,37 @@ def test_refine_share_refuses_a_non_positive_epsilon():
 
     with pytest.raises(ConfigError, match="epsilon"):
         refine_share(1000, 5, 2, 0.0, 1e-6)
+
+
+def test_split_candidates_are_public_and_antipodal_for_two():
+    from shoal.common.refine_round import SPLIT_STEP, split_candidates
+
+    c = np.array([[0.5, 0.0, 0.1], [-0.2, 0.3, 0.0]])
+    two = split_candidates(c, 2, seed=9)
+    assert two.shape == (4, 3) and np.array_equal(two, split_candidates(c, 2, seed=9))
+    assert not np.array_equal(two, split_candidates(c, 2, seed=10))
+    assert np.allclose(two[:2] + two[2:], 2 * c)  # c + eta u and c - eta u
+    assert np.allclose(np.linalg.norm(two[:2] - c, axis=1), SPLIT_STEP)
+    assert split_candidates(c, 3, seed=9).shape == (6, 3)
+    assert np.array_equal(split_candidates(c, 1, seed=9), c)
+
+
+def test_a_split_refine_round_has_split_k_candidates_and_keeps_k():
+    c = np.array([[0.5, 0.0], [-0.5, 0.0]])
+    cfg = derive_refine("parent", c, PublicBound(radius=1.0), 1.0, 1e-7, 100, split=2, seed=4)
+    assert cfg.k == 4 and cfg.keep == 2 and cfg.secure_sum.length == 4 * 3
+    assert refine_from_dict(refine_to_dict(cfg)) == cfg
+    assert _cfg().keep == 0
+
+
+@pytest.mark.parametrize("split", [0, 5, 1.5, True])
+def test_a_refine_split_outside_one_to_four_is_refused(split):
+    with pytest.raises(ConfigError, match="split must be an integer"):
+        derive_refine("parent", np.array([[0.5, 0.0]]), PublicBound(radius=1.0), 1.0, 1e-7, 100, split=split)
+
+
+@pytest.mark.parametrize("keep", [-1, 3, 1.0])
+def test_a_refine_keep_outside_zero_to_k_is_refused(keep):
+    data = refine_to_dict(_cfg()) | {"keep": keep}
+    with pytest.raises(ConfigError, match="keep must be in"):
+        refine_from_dict(data)

@@ -48,6 +48,7 @@ class RefineRequest:
     delta: float
     min_devices: int
     max_devices: int | None = None
+    split: int | None = None  # candidates per parent center; None: the parent kind's ``refine_split``
 
 
 class RoundsView(Protocol):
@@ -76,6 +77,7 @@ class ServerKind(Protocol):
     name: str
     encoders: tuple[str, ...]  # the ``encoder`` values of POST /rounds it serves (none: made another way)
     refinable: bool  # can a refine round be opened on its centers
+    refine_split: int  # candidates per center a refine round on it takes by default (``refine_round.py``)
     storage: Storage
 
     def derive(self, request: RoundRequest, round_id: str) -> Any:

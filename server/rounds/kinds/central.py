@@ -50,6 +50,7 @@ class CentralServer:
     name = NAME
     encoders = ENCODERS
     refinable = False
+    refine_split = 1
     storage = "payloads"
 
     def derive(self, request: RoundRequest, round_id: str) -> CentralConfig:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from shoal.common.errors import ConfigError
-from shoal.common.partition_round import NAME, PartitionConfig, derive_partition
+from shoal.common.partition_round import NAME, REFINE_SPLIT, PartitionConfig, derive_partition
 from shoal.server.decoders.partition import partition_centers, partition_statement
 from shoal.server.decoders.shares import ShareTotal
 from shoal.server.rounds.kinds.base import RoundRequest, RoundsView
@@ -24,6 +24,7 @@ class PartitionServer(SharesOnly):
     name = NAME
     encoders = ("partition",)
     refinable = True
+    refine_split = REFINE_SPLIT  # a bucket may hold two tight clusters: split its center
     what = "a partition round"
 
     def derive(self, request: RoundRequest, round_id: str) -> PartitionConfig:

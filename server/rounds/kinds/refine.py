@@ -5,6 +5,7 @@ composes the parent and every refine round opened on it."""
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 import numpy as np
@@ -13,8 +14,9 @@ from shoal.common.accounting import central_guarantee
 from shoal.common.bounds import PublicBound
 from shoal.common.errors import ConfigError
 from shoal.common.events import RoundsEvent
-from shoal.common.refine_round import NAME, RefineConfig, derive_refine, refined_centers
+from shoal.common.refine_round import NAME, RefineConfig, derive_refine
 from shoal.common.threats import secure_sum_guarantee
+from shoal.server.decoders.refine import refine_answer
 from shoal.server.decoders.shares import ShareTotal
 from shoal.server.rounds.kinds.base import RefineRequest, RoundRequest, RoundsView
 from shoal.server.rounds.kinds.shares import SharesOnly
@@ -24,6 +26,7 @@ class RefineServer(SharesOnly):
     name = NAME
     encoders: tuple[str, ...] = ()
     refinable = False
+    refine_split = 1
     what = "a refine round"
 
     def derive(self, request: RoundRequest, round_id: str) -> RefineConfig:
@@ -33,7 +36,8 @@ class RefineServer(SharesOnly):
                      request: RefineRequest, round_id: str) -> RefineConfig:
         ball = parent_result.get("ball_centers") or bound.to_ball(np.asarray(parent_result["centers"])).tolist()
         return derive_refine(parent_id, np.asarray(ball), bound, request.epsilon, request.delta,
-                             request.min_devices, request.max_devices, round_id=round_id)
+                             request.min_devices, request.max_devices, round_id=round_id,
+                             split=request.split or 1, seed=secrets.randbits(31))
 
     def decode(self, config: RefineConfig, acc: ShareTotal, rounds: RoundsView, round_id: str) -> dict[str, Any]:
         """Check that no share is missing and take one Lloyd step. The privacy
@@ -41,14 +45,14 @@ class RefineServer(SharesOnly):
         it so far (issue 12: each used to compose only parent + itself)."""
         params = config.secure_sum
         sums, devices = acc.decode()
-        centers, sizes = refined_centers(sums, config)
+        centers, sizes = refine_answer(sums, config, np.random.default_rng(secrets.randbits(128)))
         parent_event, parent_privacy = rounds.privacy_of(config.parent_id)
         siblings = sorted((rid, c) for rid, c in rounds.configs(NAME) if c.parent_id == config.parent_id)
         eps, delta = central_guarantee(RoundsEvent((parent_event, *(s.event for _, s in siblings))))
         privacy = {
             "model": "shuffle",
             "mechanism": f"secure summation (split-and-mix) with distributed discrete {params.noise.capitalize()} noise"
-                         + (" (Kairouz-Liu-Steinke zCDP, Bun-Steinke conversion)" if params.noise == "gaussian" else ""),
+                         + (" (Kairouz-Liu-Steinke zCDP, Canonne-Kamath-Steinke conversion)" if params.noise == "gaussian" else ""),
             "central_epsilon": eps,
             "delta": delta,
             "composition": f"basic, over the parent round and all {len(siblings)} refine round(s) opened on it",
@@ -68,7 +72,8 @@ class RefineServer(SharesOnly):
             "sizes": [float(s) for s in sizes],
             "privacy": privacy,
             "diagnostics": {"devices": devices, "shares": acc.shares, "shares_per_device": params.shares,
-                            "modulus_bits": params.bits, "noise_std": params.noise_std, "parent": config.parent_id},
+                            "modulus_bits": params.bits, "noise_std": params.noise_std, "parent": config.parent_id,
+                            "candidates": config.k},
         }
 
     def privacy(self, config: RefineConfig) -> tuple[object, dict[str, Any]]:

@@ -28,6 +28,7 @@ class SketchServer:
     name = NAME
     encoders = ("sketch",)
     refinable = True
+    refine_split = 1
     storage = "payloads"
 
     def derive(self, request: RoundRequest, round_id: str) -> SketchRoundConfig:

@@ -23,6 +23,7 @@ class TreeServer:
     name = NAME
     encoders = ENCODER_CHOICES
     refinable = True
+    refine_split = 1
     storage = "reports"
 
     def derive(self, request: RoundRequest, round_id: str) -> RoundConfig:

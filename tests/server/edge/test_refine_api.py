@@ -107,3 +107,51 @@ def test_refine_needs_a_done_parent_and_the_operator(server):
     assert r.status_code == 409 and "state done" in r.text
     r = httpx.post(server.url + f"/rounds/{rnd['id']}/refine", json=ask | {"min_devices": 3}, headers=server.op_headers())
     assert r.status_code == 422
+
+
+def _send_shares(server, round_json, contributions_of, ds):
+    from shoal.common.kinds import parse_config
+
+    cfg = parse_config(round_json["config"])
+    key = base64.b64decode(round_json["server_public_key"])
+    shares = encode_devices(contributions_of(ds.points, cfg), cfg.secure_sum, np.random.default_rng(0))
+    sealed = [p for parts in sealed_share_parts(shares, key, round_json["id"]) for p in parts]
+    shuffler = {"Authorization": f"Bearer {server.shuffler}"}
+    for lo in range(0, len(sealed), 5000):
+        assert httpx.post(server.url + f"/rounds/{round_json['id']}/shuffled", json={"sealed": sealed[lo:lo + 5000]},
+                          headers=shuffler, timeout=60).status_code == 202
+    r = httpx.post(server.url + f"/rounds/{round_json['id']}/cluster", headers=server.op_headers(), timeout=120)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_a_refine_round_on_a_partition_round_splits_each_center_in_two_by_default(server):
+    from shoal.common.partition_round import contributions as partition_contributions
+
+    ds = paper_mixture(2000, d=4, k=3, seed=4)
+    body = {"k": 3, "dim": 4, "epsilon": 1.0, "n_expected": 2000, "encoder": "partition", "model": "shuffle",
+            "delta": 1e-6, "min_batch": 1000}
+    part = httpx.post(server.url + "/rounds", json=body, headers=server.op_headers())
+    assert part.status_code == 201, part.text
+    _send_shares(server, part.json(), partition_contributions, ds)
+    ask = {"epsilon": 1.0, "delta": 1e-7, "min_devices": 1000}
+    ref = httpx.post(server.url + f"/rounds/{part.json()['id']}/refine", json=ask, headers=server.op_headers())
+    assert ref.status_code == 201, ref.text
+    assert ref.json()["config"]["k"] == 6 and ref.json()["config"]["keep"] == 3
+    plain = httpx.post(server.url + f"/rounds/{part.json()['id']}/refine", json=ask | {"split": 1},
+                       headers=server.op_headers()).json()
+    assert plain["config"]["k"] == 3 and plain["config"]["keep"] == 0
+    bad = httpx.post(server.url + f"/rounds/{part.json()['id']}/refine", json=ask | {"split": 5},
+                     headers=server.op_headers())
+    assert bad.status_code == 422 and "split" in bad.text
+    res = _send_shares(server, ref.json(), contributions, ds)
+    assert len(res["centers"]) == 3 and len(res["sizes"]) == 3 and res["diagnostics"]["candidates"] == 6
+    assert res["diagnostics"]["devices"] == 2000
+
+
+def test_a_refine_round_on_a_tree_round_does_not_split(server):
+    ds = paper_mixture(1200, d=4, k=3, seed=3)
+    parent, _ = _done_round(server, ds)
+    ref = httpx.post(server.url + f"/rounds/{parent}/refine", headers=server.op_headers(),
+                     json={"epsilon": 1.0, "delta": 1e-7, "min_devices": 1000}).json()
+    assert ref["config"]["k"] == 3 and ref["config"]["keep"] == 0
