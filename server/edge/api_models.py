@@ -118,9 +118,7 @@ class CreateRoundIn(BaseModel):
                              "(common/encoder_rule.py); the round's config says which. "
                              "sketch: scrambled compressive sketches decoded by CL-OMPR (common/sketch_round.py). "
                              "partition (shuffle model): per-bucket secure sums over a public LSH partition, "
-                             "central noise (common/partition_round.py). In the shuffle model with no tuning, auto "
-                             "is a partition round where the tree is predicted not to locate the clusters "
-                             "(refine_round.first_round)"))
+                             "central noise, no local guarantee (common/partition_round.py); auto never picks it"))
     model: Literal["local", "shuffle", "central"] = Field(
         "local", description=("shuffle: epsilon/delta are the central target for batches of >= min_batch; "
                               "central: the server is the curator (devices seal raw points to it; "

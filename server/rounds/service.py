@@ -42,7 +42,7 @@ from shoal.server.rounds.kinds import (
     RefineRequest,
     RoundRequest,
     ServerKind,
-    for_request,
+    for_encoder,
     server_kind,
 )
 from shoal.server.rounds.kinds.refine import KIND as REFINE
@@ -103,7 +103,11 @@ class RoundService:
 
     # -- rounds --
     def create(self, request: RoundRequest) -> RoundRow:
-        kind, request = for_request(request)
+        # encoder "auto" never becomes a partition round here, though simulate and the
+        # bench run one where the tree locates nothing (refine_round.first_round): a
+        # partition round has no local guarantee, so devices that did not consent to
+        # that (allow_no_local_guarantee) would refuse it. The operator names it.
+        kind = for_encoder(request.encoder)
         round_id = secrets.token_hex(8)
         return self._store_new(round_id, kind, kind.derive(request, round_id))
 

@@ -6,14 +6,11 @@ types. Adding a kind: write its module beside these and add it below.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from shoal.common.errors import ConfigError
-from shoal.common.refine_round import first_round
 from shoal.server.rounds.kinds import central, partition, refine, sketch, tree
 from shoal.server.rounds.kinds.base import RefineRequest, RoundRequest, RoundsView, ServerKind
 
-__all__ = ["SERVER_KINDS", "RefineRequest", "RoundRequest", "RoundsView", "ServerKind", "for_encoder", "for_request", "server_kind"]
+__all__ = ["SERVER_KINDS", "RefineRequest", "RoundRequest", "RoundsView", "ServerKind", "for_encoder", "server_kind"]
 
 SERVER_KINDS: dict[str, ServerKind] = {k.name: k for k in (tree.KIND, sketch.KIND, refine.KIND, central.KIND,
                                                        partition.KIND)}
@@ -33,17 +30,3 @@ def for_encoder(encoder: str) -> ServerKind:
     known = sorted(e for k in SERVER_KINDS.values() for e in k.encoders)
     raise ConfigError(f"unknown encoder {encoder!r}; known: {known}")
 
-
-def for_request(request: RoundRequest) -> tuple[ServerKind, RoundRequest]:
-    """The kind that serves ``POST /rounds`` and the request it derives from.
-
-    ``encoder: "auto"`` in the shuffle model (and no tuning, whose keys are a
-    tree round's) is the tree round or, where the tree is predicted not to
-    locate the clusters, a partition round (``refine_round.first_round``, the
-    rule ``shoal simulate`` and the shuffle benchmark use); the tree kind
-    resolves "auto" between its own encoders."""
-    if request.encoder == "auto" and request.model == "shuffle" and not request.tuning:
-        if first_round(request.n_expected, request.dim, request.k, request.epsilon, request.delta,
-                       request.min_batch or None) == "partition":
-            request = replace(request, encoder="partition")
-    return for_encoder(request.encoder), request

@@ -119,21 +119,18 @@ def test_a_round_without_an_encoder_gets_the_one_auto_chooses(client):
     assert space.json()["config"]["encoder"] == "lsh"
 
 
-def test_auto_in_the_shuffle_model_opens_a_partition_round_where_the_tree_locates_nothing(client):
-    """The server's auto follows refine_round.first_round, as shoal simulate and the bench do."""
+def test_auto_in_the_shuffle_model_stays_a_tree_round_with_its_local_guarantee(client):
+    """Even where a partition round would answer better (letter-sized rounds, refine_round.first_round),
+    the server's auto keeps the tree: a partition round has no local guarantee, and devices that did
+    not consent to that would refuse it. The operator names a partition round."""
     shuffle = {"model": "shuffle", "delta": 1e-6, "epsilon": 1.0}
     letter = _create(client, k=26, dim=16, n_expected=20_000, min_batch=20_000, **shuffle)
     assert letter.status_code == 201, letter.text
-    assert letter.json()["config"]["kind"] == "partition"
-    paper = _create(client, k=8, dim=100, n_expected=1_000_000, min_batch=1_000_000, **shuffle)
-    assert paper.json()["config"]["kind"] == "tree"
-    # Tuning keys are a tree round's: auto with tuning stays a tree round.
-    tuned = _create(client, k=26, dim=16, n_expected=20_000, min_batch=20_000, tuning={"levels": 4}, **shuffle)
-    assert tuned.status_code == 201, tuned.text
-    assert tuned.json()["config"]["kind"] == "tree"
-    # The local model never opens a partition round.
-    local = _create(client, k=26, dim=16, n_expected=20_000, epsilon=1.0)
-    assert local.json()["config"]["kind"] == "tree"
+    assert letter.json()["config"]["kind"] == "tree" and letter.json()["config"]["epsilon"] > 1.0  # eps0
+    named = _create(client, k=26, dim=16, n_expected=20_000, min_batch=20_000, encoder="partition", **shuffle)
+    assert named.status_code == 201, named.text
+    assert named.json()["config"]["kind"] == "partition"
+    assert named.json()["config"]["secure_sum"]["max_devices"] == 40_000  # 2 x n_expected
 
 
 def test_flush_through_a_server_that_knows_no_shuffler_says_how_to_configure_it(client):
