@@ -135,7 +135,7 @@ def split_candidates(centers: NDArray[np.float64], split: int, seed: int) -> NDA
     u /= np.maximum(np.linalg.norm(u, axis=2, keepdims=True), 1e-300)
     if split == 2:
         u = np.concatenate([u, -u])
-    return clip_to_ball(np.concatenate([c + SPLIT_STEP * u[i] for i in range(split)]))
+    return clip_to_ball((c[None] + SPLIT_STEP * u).reshape(-1, c.shape[1]))
 
 
 def bucket_sum_params(buckets: int, dim: int, epsilon: float, delta: float, min_devices: int,
