@@ -16,6 +16,11 @@ What a round costs (``Spend``):
   noise share is tiny), so nothing is charged against the local cap, the
   round is recorded as "no local guarantee" with its central (eps, delta),
   and a device takes part only if its owner opted in (``Device``'s policy).
+
+A spend with a ``family`` (a local refine round names its parent) is
+refused, under the same lock, when the ledger holds the parent or another
+round of that family: such rounds take fresh devices, so each device's
+reports across the family are one eps-LDP report (parallel composition).
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ class Spend:
     central_epsilon: float | None = None
     delta: float | None = None
     note: str = ""
+    family: str = ""  # a parent round id: refused if this device answered it or another round of its family
 
     def __post_init__(self) -> None:
         if self.guarantee not in ("local", "none"):
@@ -86,6 +92,12 @@ class Ledger:
             entries = self.entries
             if round_id in entries:
                 return str(entries[round_id]["message"])
+            if spend.family and (spend.family in entries
+                                 or any(e.get("family") == spend.family for e in entries.values())):
+                raise PrivacyError(
+                    f"round {round_id} takes fresh devices only: this device already answered round "
+                    f"{spend.family} or another round opened on it (parallel composition, local_refine_round.py)"
+                )
             spent = _spent(entries)
             if spend.guarantee == "local" and spent + spend.epsilon > self.cap + 1e-12:
                 raise PrivacyError(
@@ -95,7 +107,7 @@ class Ledger:
             message = make_message()
             entries[round_id] = {
                 "guarantee": spend.guarantee, "epsilon": spend.epsilon, "central_epsilon": spend.central_epsilon,
-                "delta": spend.delta, "note": spend.note, "message": message,
+                "delta": spend.delta, "note": spend.note, "family": spend.family, "message": message,
             }
             self._write(entries)
             return message

@@ -32,7 +32,8 @@ from shoal.common.errors import ConfigError
 # A config published without a "kind" key predates kinds: it is a tree round's.
 LEGACY_KIND = "tree"
 _MODULES = ("shoal.common.tree_round", "shoal.common.sketch_round", "shoal.common.refine_round",
-            "shoal.common.central_round", "shoal.common.partition_round")
+            "shoal.common.central_round", "shoal.common.partition_round",
+            "shoal.common.local_refine_round")
 
 
 @dataclass(frozen=True)

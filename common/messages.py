@@ -5,6 +5,9 @@ Hadamard row) and randomiser outputs (GRR bucket, PrivUnit vector), plus the
 round id and a random message id (DESIGN.md, "Encoders"). ``ReportBatch`` is
 the columnar form used on every hot path; ``DeviceMessage`` is the JSON wire
 form of one device's reports.
+
+Over 300 lines because every kind's wire model is here: devices, the
+shuffler and the server must parse one definition of each message.
 """
 
 from __future__ import annotations
@@ -93,6 +96,26 @@ def sketch_rows(messages: list[SketchMessage], params: SketchParams) -> NDArray[
     stray = off_grid(rows[:, :-1], rows[:, -1].astype(np.int64), params)
     if stray:
         raise ReportError(f"{stray} sketch values are not on the round's public noise grid for their n0")
+    return rows
+
+
+class CodebookMessage(BaseModel):
+    """A local refine round's report (``local_refine_round.py``): one codebook
+    PrivUnit draw, its 64-bit nonce (hex) and the picked candidate's index."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    round_id: str = Field(min_length=1, max_length=64)
+    message_id: str = Field(pattern=r"^[0-9a-f]{32}$")
+    nonce: str = Field(pattern=r"^[0-9a-f]{16}$")
+    index: int = Field(ge=0, lt=1 << 16)
+
+
+def codebook_rows(messages: list[CodebookMessage], candidates: int) -> NDArray[np.uint64]:
+    """(n, 2) uint64: each report's nonce and index, the index checked against
+    the round's number of candidates N."""
+    rows = np.array([[int(m.nonce, 16), m.index] for m in messages], dtype=np.uint64).reshape(len(messages), 2)
+    if rows.shape[0] and int(rows[:, 1].max()) >= candidates:
+        raise ReportError(f"report index {int(rows[:, 1].max())} is not one of the round's {candidates} candidates")
     return rows
 
 

@@ -40,9 +40,11 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
         s.add_argument("--delta", type=float, default=None, help="central delta of a shuffle or central run (default 1e-6)")
         s.add_argument("--min-batch", type=int, default=None,
                        help="shuffle batch the guarantee assumes (default: all devices in one batch)")
-        s.add_argument("--refine", default=None, metavar="EPS2|auto",
-                       help="spend EPS2 of --eps on a refine round (one Lloyd step through secure summation; shuffle "
-                            "only); auto: the share refine_round.refine_share's rule picks from n, d, k, eps")
+        s.add_argument("--refine", default=None, metavar="EPS2|SHARE|auto",
+                       help="a refine round (one Lloyd step) after the first. Shuffle: spend EPS2 of --eps on it "
+                            "(secure summation); local: keep SHARE (0-1) of the devices fresh for it, each at --eps "
+                            "(local_refine_round.py). auto: the rule of refine_round.refine_share (shuffle) or "
+                            "local_refine_round.refine_devices (local) from n, d, k, eps")
         s.add_argument("--json", action="store_true", help="print one JSON object")
         return s
     if verb == "sim":
@@ -137,11 +139,16 @@ def _simulate(args: argparse.Namespace) -> int:
     from shoal.common.bounds import bound_to_dict
     from shoal.common.errors import ShoalError
     from shoal.deploy.datasets import load_points
-    from shoal.deploy.simulate import format_centers, refine_epsilon, simulate_rounds
+    from shoal.deploy.simulate import (
+        format_centers,
+        refine_epsilon,
+        refine_share_of_devices,
+        simulate_rounds,
+    )
 
     points = load_points(args.data)  # a ConfigError becomes one line and exit 2 (common/cli.main)
-    if args.model == "local" and (args.delta is not None or args.min_batch is not None or args.refine):
-        print("shoal simulate: --delta, --min-batch and --refine belong to --model shuffle", file=sys.stderr)
+    if args.model == "local" and (args.delta is not None or args.min_batch is not None):
+        print("shoal simulate: --delta and --min-batch belong to --model shuffle", file=sys.stderr)
         return 2
     if (args.algorithm is not None or args.objective != "kmeans") and args.model != "central":
         print("shoal simulate: --algorithm and --objective belong to --model central", file=sys.stderr)
@@ -158,11 +165,13 @@ def _simulate(args: argparse.Namespace) -> int:
                                 args.algorithm or "auto", args.seed, args.json, args.objective)
     delta = (1e-6 if args.delta is None else args.delta) if args.model == "shuffle" else 0.0
     try:
-        refine_eps = refine_epsilon(args.refine, points, args.k, args.eps, delta, args.min_batch)
+        local = args.model == "local"
+        refine_eps = 0.0 if local else refine_epsilon(args.refine, points, args.k, args.eps, delta, args.min_batch)
+        fresh = refine_share_of_devices(args.refine, points, args.k, args.eps) if local else 0.0
         result = simulate_rounds(
             points, k=args.k, epsilon=args.eps, encoder=args.encoder, bound=bound,
             seed=args.seed, model=args.model, delta=delta, min_batch=args.min_batch, refine_epsilon=refine_eps,
-            progress=not args.json,
+            progress=not args.json, refine_devices=fresh,
         )
     except ShoalError as exc:
         print(f"shoal simulate: {exc}", file=sys.stderr)
@@ -189,7 +198,12 @@ def _simulate(args: argparse.Namespace) -> int:
     device = "none (secure sum)" if p["device_epsilon"] is None else f"{p['device_epsilon']:.4g}"
     print(f"  privacy: device eps {device}, server's view ({p['central_epsilon']:.4g}, {p['delta']:.3g})"
           + (f"; with the refine round ({out['composed']['epsilon']:.4g}, {out['composed']['delta']:.3g})" if "composed" in out else ""))
-    if "refine" in out:
+    if "refine" in out and out["refine"].get("mechanism") == "local":
+        r = out["refine"]
+        print(f"  local refine round: {r['devices']} fresh devices ({r['share']:.2g} of them"
+              f"{', auto' if args.refine == 'auto' else ''}) at eps {r['epsilon']:.4g}, codebook PrivUnit in "
+              f"{r['block_dim']} dimensions; each device answers one of the two rounds")
+    elif "refine" in out:
         r = out["refine"]
         print(f"  refine round: eps {r['epsilon']:.4g} ({r['epsilon'] / args.eps:.2g} of --eps{', auto' if args.refine == 'auto' else ''}), "
               f"distributed discrete {r['noise']} noise, sd {r['noise_sd']:.3g} per coordinate of the sums, {r['shares_per_device']} shares per device")

@@ -8,10 +8,8 @@ the unit-ball scale, plus time and memory.
 
 from __future__ import annotations
 
-import math
 import resource
 import time
-from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
@@ -21,6 +19,7 @@ from shoal.client.encoder import encode_arrays
 from shoal.common.accounting import central_guarantee
 from shoal.common.bounds import PublicBound
 from shoal.common.errors import ConfigError
+from shoal.common.local_refine_round import refine_devices
 from shoal.common.partition_round import REFINE_SPLIT as PARTITION_REFINE_SPLIT
 from shoal.common.partition_round import contributions as partition_contributions
 from shoal.common.partition_round import derive_partition
@@ -31,9 +30,9 @@ from shoal.common.refine_round import (
     first_round,
     refine_share,
 )
-from shoal.common.secure_sum import SecureSumParams, fixed_point
 from shoal.common.tree_round import EncoderChoice, derive_config
 from shoal.deploy.progress import bar
+from shoal.deploy.summed import summed_in_process
 from shoal.server.decoders.kmeans import assign, kmeans_cost, weighted_kmeans
 from shoal.server.decoders.partition import partition_centers, partition_statement
 from shoal.server.decoders.refine import refine_answer
@@ -149,21 +148,6 @@ def simulate(
     }
 
 
-def simulated_total_noise(devices: int, params: SecureSumParams, rng: np.random.Generator) -> NDArray[np.int64]:
-    """Simulation only, never sent: the total of ``devices`` devices' noise
-    shares drawn at once. Laplace law: NB(m / n_min) differences (sums of NB
-    add their shapes); Gaussian law: a rounded normal of the same variance
-    m S, which the sum of m >> 1 discrete Gaussians matches to within KLS's
-    tau. Devices draw their shares exactly (``secure_sum.noise_shares``);
-    added to the exact sum of their ``fixed_point`` vectors, this is what
-    ``decode_total`` would return times ``scale`` (no overflow is possible)."""
-    if params.noise == "gaussian":
-        return np.rint(rng.normal(0.0, math.sqrt(devices * params.sigma_sq), size=params.length)).astype(np.int64)
-    r, p = devices / params.min_devices, 1.0 - params.alpha
-    return (rng.negative_binomial(r, p, size=params.length)
-            - rng.negative_binomial(r, p, size=params.length)).astype(np.int64)
-
-
 def refine_epsilon(refine: float | str | None, points: NDArray[np.float64], k: int, epsilon: float, delta: float,
                    min_batch: int | None) -> float:
     """The refine round's eps: ``None`` none, a number that much, ``"auto"``
@@ -176,20 +160,15 @@ def refine_epsilon(refine: float | str | None, points: NDArray[np.float64], k: i
         raise ConfigError(f"--refine takes an epsilon or 'auto', got {refine!r}") from None
 
 
-def summed_in_process(points: NDArray[np.float64], contributions: Callable[[NDArray[np.float64], Any], NDArray[np.float64]],
-                      cfg: Any, kind: str, seed: np.random.SeedSequence, chunk: int = 10_000) -> NDArray[np.float64]:
-    """A secure-sum round's decoded total, in-process: every device's fixed-point
-    vector made as on the device and summed exactly, the total noise of all
-    their shares drawn at once (``simulated_total_noise``: the modular sum of
-    the shares is exactly this total, ``tests/common/test_secure_sum.py``)."""
-    n, params = points.shape[0], cfg.secure_sum
-    if not params.min_devices <= n <= params.max_devices:
-        raise ConfigError(f"{n} devices outside the {kind} round's [{params.min_devices}, {params.max_devices}]")
-    rng = np.random.default_rng(seed)
-    ints = np.zeros(params.length, dtype=np.int64)
-    for lo in range(0, n, chunk):
-        ints += fixed_point(contributions(points[lo : lo + chunk], cfg), params, rng).sum(axis=0)
-    return np.asarray((ints + simulated_total_noise(n, params, rng)).astype(np.float64) / params.scale)
+def refine_share_of_devices(refine: float | str | None, points: NDArray[np.float64], k: int, epsilon: float) -> float:
+    """The local model's refine: ``None`` none, a number that share of the
+    devices, ``"auto"`` ``local_refine_round.refine_devices``' rule."""
+    if refine == "auto":
+        return refine_devices(points.shape[0], points.shape[1], k, epsilon)
+    try:
+        return float(refine or 0.0)
+    except ValueError:
+        raise ConfigError(f"--refine takes a share of the devices (0-1) or 'auto' in the local model, got {refine!r}") from None
 
 
 def refine_in_process(
@@ -272,6 +251,7 @@ def simulate_rounds(
     refine_epsilon: float = 0.0,
     nonprivate: float | None = None,
     progress: bool = False,
+    refine_devices: float = 0.0,
 ) -> dict[str, Any]:
     """``shoal simulate`` in every model: a tree round, optionally followed by a
     refine round (one Lloyd step through secure summation, central model of
@@ -281,12 +261,20 @@ def simulate_rounds(
     amplified eps0 for batches of ``min_batch`` (default: all n devices in one
     batch). ``refine_epsilon`` > 0 gives that much of ``epsilon`` (and 1% of
     ``delta``) to the refine round; the tree round gets the rest. The refine
-    round needs a trusted-shuffler setting, so it needs ``model='shuffle'``."""
+    round needs a trusted-shuffler setting, so it needs ``model='shuffle'``.
+
+    Local model: ``refine_devices`` in (0, 1) keeps that share of the devices
+    fresh for a local refine round at the same eps (each answers one round)."""
     points = np.asarray(points, dtype=np.float64)
     n = points.shape[0]
     bound = bound if bound is not None else PublicBound(radius=1.0)
     if not (np.isfinite(epsilon) and epsilon > 0):
         raise ConfigError(f"epsilon must be finite and > 0, got {epsilon}")
+    if refine_devices:  # the local model's refine on fresh devices (``deploy/fresh_devices.py``)
+        from shoal.deploy.fresh_devices import tree_then_local_refine  # it runs ``simulate``
+
+        return tree_then_local_refine(points, k, epsilon, encoder, bound, seed, refine_devices, nonprivate, progress,
+                                      model=model, refine_epsilon=refine_epsilon)
     if refine_epsilon and model != "shuffle":
         raise ConfigError("a refine round runs through the shuffler: it needs model='shuffle'")
     if not 0 <= refine_epsilon < epsilon:

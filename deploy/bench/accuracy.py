@@ -23,11 +23,12 @@ from shoal.common.hadamard_response import (
 )
 from shoal.common.hashing import bucket_hash, mix64
 from shoal.common.local_hashing import LocalHashingParams, optimal_buckets, randomise_buckets
+from shoal.common.local_refine_round import refine_devices
 from shoal.common.public_random import PublicRandomness
 from shoal.common.tree_round import derive_config, duchi_mean_variance
 from shoal.deploy.datasets import Dataset, load_letter, load_uber, paper_mixture, skewed_box
 from shoal.deploy.progress import bar, say
-from shoal.deploy.simulate import nonprivate_objective, simulate
+from shoal.deploy.simulate import nonprivate_objective, simulate, simulate_rounds
 from shoal.server.decoders.tree.accumulate import LevelAccumulator
 from shoal.server.decoders.tree.oracles import FrequencyOracle
 
@@ -279,7 +280,12 @@ def run_bench(args: argparse.Namespace) -> int:
             for enc in encs:
                 for eps in epss:
                     chosen = enc if enc != "auto" else derive_config(n, d, ds.k, eps, bound=ds.bound, seed=seed).encoder
-                    if (chosen, eps) in runs:
+                    fresh = refine_devices(n, d, ds.k, eps) if enc == "auto" else 0.0
+                    if fresh:  # auto's plan: the tree round on part of the devices, a local refine on the rest
+                        r = simulate_rounds(ds.points, ds.k, eps, enc, bound=ds.bound, seed=seed, nonprivate=reference,
+                                            refine_devices=fresh)
+                        r["encoder"] = f"{r['encoder']}+refine"
+                    elif (chosen, eps) in runs:
                         # auto picked an encoder this seed already ran: the same config and seeds give the
                         # same reports and the same answer, so its row is that run's (marked as reused).
                         r = copy.deepcopy(runs[(chosen, eps)])

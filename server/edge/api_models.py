@@ -1,4 +1,7 @@
-"""HTTP-edge models: separate input and output shapes, mirroring the dataclasses."""
+"""HTTP-edge models: separate input and output shapes, mirroring the dataclasses.
+
+Over 300 lines because it is the whole HTTP contract in one place (the
+OpenAPI document is generated from it)."""
 
 from __future__ import annotations
 
@@ -17,7 +20,13 @@ from pydantic import (
 )
 
 from shoal.common.bounds import PublicBound
-from shoal.common.messages import MAX_RECORDS, DeviceMessage, PointMessage, SketchMessage
+from shoal.common.messages import (
+    MAX_RECORDS,
+    CodebookMessage,
+    DeviceMessage,
+    PointMessage,
+    SketchMessage,
+)
 from shoal.server.rounds.kinds import RefineRequest, RoundRequest
 
 
@@ -183,25 +192,38 @@ class CreateRoundIn(BaseModel):
 
 
 class RefineIn(BaseModel):
-    """A refine round on a done shuffle/local round: one Lloyd step through secure summation."""
+    """A refine round on a done round's centers: one Lloyd step, through secure
+    summation (shuffle model) or from fresh devices' eps-LDP reports (local)."""
 
     model_config = ConfigDict(extra="forbid")
-    epsilon: float = Field(gt=0, le=50, description="central epsilon of the refine round (composes with the parent's)")
-    delta: float = Field(gt=0, lt=1)
-    min_devices: int = Field(ge=16, le=10**9, description="fewest devices whose noise shares give the guarantee")
+    model: Literal["local", "shuffle"] | None = Field(None, description=(
+        "local: fresh devices send eps-LDP reports (common/local_refine_round.py); shuffle: secure summation "
+        "through the shuffler, no local guarantee (common/refine_round.py); default: shuffle when delta or "
+        "min_devices is given, else the parent round's model"))
+    epsilon: float = Field(gt=0, le=50, description="epsilon of the refine round (local: per device; shuffle: "
+                                                      "central, composed with the parent's)")
+    delta: float | None = Field(None, gt=0, lt=1, description="shuffle refine rounds only (required there)")
+    min_devices: int | None = Field(None, ge=16, le=10**9, description=(
+        "shuffle refine rounds only (required there): fewest devices whose noise shares give the guarantee"))
     max_devices: int | None = Field(None, ge=16, le=10**9, description="most devices decoded (overflow bound); default 100 x min")
     split: StrictInt | None = Field(None, ge=1, le=4, description=(
         "candidates per parent center, reduced back to k after the Lloyd step (common/refine_round.py); "
         "default 2 on a partition round, 1 otherwise"))
 
     def to_request(self) -> RefineRequest:
-        return RefineRequest(self.epsilon, self.delta, self.min_devices, self.max_devices, self.split)
+        return RefineRequest(self.epsilon, self.delta or 0.0, self.min_devices or 0, self.max_devices, self.split,
+                             model=self.model)
 
     @model_validator(mode="after")
     def _order(self) -> RefineIn:
         if not math.isfinite(self.epsilon):
             raise ValueError("epsilon must be finite")
-        if self.max_devices is not None and self.max_devices < self.min_devices:
+        if self.model == "local" and (self.delta is not None or self.min_devices is not None
+                                      or self.max_devices is not None):
+            raise ValueError("a local refine round takes no delta, min_devices or max_devices (each report is eps-LDP)")
+        if self.model == "shuffle" and (self.delta is None or self.min_devices is None):
+            raise ValueError("a shuffle refine round needs delta and min_devices")
+        if self.max_devices is not None and self.min_devices is not None and self.max_devices < self.min_devices:
             raise ValueError("max_devices must be >= min_devices")
         return self
 
@@ -218,7 +240,7 @@ class RoundOut(BaseModel):
 
 class BatchIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    messages: list[DeviceMessage | SketchMessage | PointMessage] = Field(min_length=1)
+    messages: list[DeviceMessage | SketchMessage | PointMessage | CodebookMessage] = Field(min_length=1)
 
 
 class RefusedOut(BaseModel):

@@ -45,7 +45,10 @@ from shoal.server.rounds.kinds import (
     for_encoder,
     server_kind,
 )
+from shoal.server.rounds.kinds.local_refine import KIND as LOCAL_REFINE
+from shoal.server.rounds.kinds.local_refine import LocalRefineServer
 from shoal.server.rounds.kinds.refine import KIND as REFINE
+from shoal.server.rounds.kinds.refine import RefineServer
 from shoal.server.rounds.sealed import Refused, open_items, valid_part
 from shoal.server.storage.store import RoundRow, open_store
 
@@ -122,8 +125,19 @@ class RoundService:
             raise RoundStateError(f"round {parent_id} is {parent.state}: refine needs its centers (state done)")
         if request.split is None:
             request = replace(request, split=kind.refine_split)
+        # No model named: a request with secure-sum parameters sums through the
+        # shuffler (as before local refine rounds existed); else the parent's model.
+        secure = bool(request.delta or request.min_devices)
+        model = request.model or ("shuffle" if secure else getattr(cfg, "model", "shuffle"))
+        child: RefineServer | LocalRefineServer = LOCAL_REFINE if model == "local" else REFINE
+        if child is REFINE and (not request.delta or not request.min_devices):
+            raise ConfigError("a shuffle refine round needs delta and min_devices (its secure sum's guarantee)")
+        if child is LOCAL_REFINE and (request.delta or request.min_devices or request.max_devices):
+            raise ConfigError(f"round {parent_id} is a local-model round: its refine round is local (fresh devices, "
+                              "eps-LDP reports) and takes no delta, min_devices or max_devices; "
+                              "ask for model 'shuffle' to sum through the shuffler")
         round_id = secrets.token_hex(8)
-        return self._store_new(round_id, REFINE, REFINE.derive_child(parent_id, parent.result, cfg.bound, request, round_id))
+        return self._store_new(round_id, child, child.derive_child(parent_id, parent.result, cfg.bound, request, round_id))
 
     def _store_new(self, round_id: str, kind: ServerKind, cfg: Any) -> RoundRow:
         need, budget = cfg.decode_bytes(), self.settings.decode_memory_bytes

@@ -159,3 +159,30 @@ def test_client_report_refuses_a_config_under_another_pin_with_a_clear_line(serv
         capture_output=True, text=True,
     )
     assert out.returncode == 1 and "not the pinned server key" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_local_refine_round_takes_fresh_devices_only(server, tmp_path):
+    import numpy as np
+
+    from shoal.client.encoder import encode_arrays
+    from shoal.common.tree_round import config_from_dict
+
+    rnd = httpx.post(server.url + "/rounds", json={"k": 2, "dim": 3, "epsilon": 4.0, "n_expected": 2000},
+                     headers=server.op_headers()).json()
+    veteran = Device(server.url, tmp_path / "veteran.json", cap=10.0)
+    veteran.participate(rnd["id"], [0.1, 0.2, 0.3])
+    points = np.random.default_rng(0).uniform(-0.5, 0.5, (1999, 3))
+    msgs = [m.model_dump(mode="json") for m in encode_arrays(points, config_from_dict(rnd["config"])).to_messages()]
+    assert httpx.post(server.url + f"/rounds/{rnd['id']}/reports/batch", json={"messages": msgs}).status_code == 202
+    assert httpx.post(server.url + f"/rounds/{rnd['id']}/cluster", headers=server.op_headers(), timeout=60).status_code == 200
+    first, second = (httpx.post(server.url + f"/rounds/{rnd['id']}/refine", json={"epsilon": 1.0},
+                                headers=server.op_headers()).json()["id"] for _ in range(2))
+    with pytest.raises(PrivacyError, match="fresh devices only"):
+        veteran.participate(first, [0.1, 0.2, 0.3])
+    assert veteran.ledger.spent == pytest.approx(4.0)
+    fresh = Device(server.url, tmp_path / "fresh.json", cap=10.0)
+    assert fresh.participate(first, [0.1, 0.2, 0.3]) == {"accepted": 1, "duplicates": 0}
+    assert fresh.ledger.spent == pytest.approx(1.0)
+    with pytest.raises(PrivacyError, match="fresh devices only"):  # a sibling of a round it answered
+        fresh.participate(second, [0.1, 0.2, 0.3])
+    assert httpx.get(server.url + f"/rounds/{first}").json()["reports"] == 1

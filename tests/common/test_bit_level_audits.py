@@ -6,6 +6,7 @@ lower bound on the log likelihood ratio must stay <= the claimed eps.
 The same attacks against shoal 0.1's floating-point samplers
 (``legacy_samplers.py``) must exceed it: the audits have teeth."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -19,9 +20,11 @@ from legacy_samplers import (
 )
 
 from shoal.client.encoder import encode_arrays
+from shoal.client.kinds.local_refine import codebook_messages
 from shoal.common.bounds import PublicBound
 from shoal.common.hadamard import hadamard_sign
 from shoal.common.hashing import bucket_hash
+from shoal.common.local_refine_round import block_vectors, derive_local_refine
 from shoal.common.nets import node_space
 from shoal.common.privunit import PrivUnitParams, cap_members, round_to_sphere, select
 from shoal.common.public_random import PublicRandomness
@@ -132,6 +135,38 @@ def test_tree_message_is_eps_ldp_on_the_wire(encoder, eps, pair):
         codes.append(_message_codes(batch, cfg, p1) + 16 * _message_codes(batch, cfg, p2))
     c1, c2 = joint_counts(*codes)
     assert cfg.device_epsilon <= eps
+    assert simultaneous_lower_bound(c1, c2) <= eps
+
+
+# -- local refine reports ---------------------------------------------------------------------
+
+def _local_refine_codes(x, hypotheses, cfg, seed):
+    """Wire messages of a local refine round for input x (the device's own code
+    path), coded by cap membership of each hypothesis' block vector, +-."""
+    msgs = codebook_messages(np.repeat(x[None, :], SAMPLES, axis=0), cfg, np.random.default_rng(seed))
+    nonces = np.array([int(m.nonce, 16) for m in msgs], dtype=np.uint64)
+    index = np.array([m.index for m in msgs], dtype=np.int64)
+    blocks = block_vectors(np.array(hypotheses), cfg)
+    u = blocks / np.linalg.norm(blocks, axis=1, keepdims=True)
+    dirs = np.concatenate([u, -u])
+    member = cap_members(nonces, index, np.broadcast_to(dirs, (SAMPLES,) + dirs.shape), cfg.privunit, cfg.seed)
+    return member.astype(np.int64) @ (1 << np.arange(dirs.shape[0]))
+
+
+REFINE_PAIRS = {
+    "nearest to different centers": (np.array([0.9, 0.1]), np.array([-0.9, -0.1])),
+    "1e-7 either side of the Voronoi boundary": (np.array([-1e-7, 0.3]), np.array([1e-7, 0.3])),
+    "a center vs the ball's edge in its cell": (np.array([0.5, 0.0]), np.array([0.0, 1.0])),
+}
+
+
+@pytest.mark.parametrize("eps", EPS)
+@pytest.mark.parametrize("pair", list(REFINE_PAIRS))
+def test_local_refine_report_is_eps_ldp_on_the_wire(eps, pair):
+    x1, x2 = REFINE_PAIRS[pair]
+    cfg = derive_local_refine("parent", np.array([[0.5, 0.0], [-0.5, 0.0]]), PublicBound(radius=1.0), eps, seed=9)
+    cfg = dataclasses.replace(cfg, privunit=PrivUnitParams.calibrate(cfg.privunit.dim, eps, candidates=32))
+    c1, c2 = joint_counts(_local_refine_codes(x1, (x1, x2), cfg, 1), _local_refine_codes(x2, (x1, x2), cfg, 2))
     assert simultaneous_lower_bound(c1, c2) <= eps
 
 

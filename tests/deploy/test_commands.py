@@ -63,8 +63,31 @@ def test_simulate_refuses_a_refine_that_is_neither_a_number_nor_auto(tmp_path, c
 def test_simulate_refuses_shuffle_flags_in_the_local_model(tmp_path, capsys):
     path = tmp_path / "x.npy"
     np.save(path, paper_mixture(1000, d=5, k=2, seed=0).points)
-    assert main(["simulate", "--data", str(path), "--k", "2", "--eps", "1", "--refine", "0.2"]) == 2
+    assert main(["simulate", "--data", str(path), "--k", "2", "--eps", "1", "--delta", "1e-6"]) == 2
     assert "belong to --model shuffle" in capsys.readouterr().err
+
+
+def test_simulate_local_refine_keeps_a_share_of_fresh_devices_at_the_same_eps(tmp_path, capsys):
+    path = tmp_path / "x.npy"
+    np.save(path, paper_mixture(40_000, d=5, k=3, seed=2).points)
+    args = ["simulate", "--data", str(path), "--k", "3", "--eps", "8", "--encoder", "lsh", "--refine", "0.3"]
+    assert main(args) == 0
+    assert "12000 fresh devices (0.3 of them) at eps 8" in capsys.readouterr().out
+    assert main(args + ["--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["refine"]["mechanism"] == "local" and out["refine"]["devices"] == 12_000
+    assert out["privacy"]["model"] == "local" and out["privacy"]["device_epsilon"] == 8.0
+    assert out["n"] == 40_000 and out["tree_objective"] < out["trivial_objective"]
+    # A Lloyd step from the tree's centers, not worse than them beyond its noise.
+    assert out["normalized_objective"] < 1.2 * out["tree_objective"] + 0.01
+
+
+@pytest.mark.parametrize("value,needle", [("lots", "got 'lots'"), ("1.5", "must be in (0, 1), got 1.5")])
+def test_simulate_refuses_a_local_refine_share_outside_0_1(tmp_path, capsys, value, needle):
+    path = tmp_path / "x.npy"
+    np.save(path, paper_mixture(1000, d=5, k=2, seed=0).points)
+    assert main(["simulate", "--data", str(path), "--k", "2", "--eps", "1", "--refine", value]) == 2
+    assert needle in capsys.readouterr().err
 
 
 def test_bench_smoke_writes_table_json_and_plots(tmp_path, capsys):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException
 
 from shoal.common.errors import ReportError
-from shoal.common.messages import DeviceMessage, PointMessage, SketchMessage
+from shoal.common.messages import CodebookMessage, DeviceMessage, PointMessage, SketchMessage
 from shoal.server.edge.api_models import (
     AcceptedOut,
     BatchIn,
@@ -18,14 +18,14 @@ from shoal.server.edge.deps import ServerSettings, Service, Shuffler
 router = APIRouter(prefix="/rounds/{round_id}", tags=["reports"])
 
 
-def _check_round(round_id: str, messages: list[DeviceMessage | SketchMessage | PointMessage]) -> None:
+def _check_round(round_id: str, messages: list[DeviceMessage | SketchMessage | PointMessage | CodebookMessage]) -> None:
     for m in messages:
         if m.round_id != round_id:
             raise ReportError(f"message for round {m.round_id!r} posted to round {round_id!r}")
 
 
 @router.post("/reports", status_code=202, response_model=AcceptedOut)
-async def post_report(round_id: str, body: DeviceMessage | SketchMessage | PointMessage,
+async def post_report(round_id: str, body: DeviceMessage | SketchMessage | PointMessage | CodebookMessage,
                       service: Service) -> AcceptedOut:
     """One report (tree: hist/vec; sketch round: sketch and n0): validated on
     the event loop, then awaits its (group) commit. A central round's point is

@@ -49,6 +49,7 @@ class RefineRequest:
     min_devices: int
     max_devices: int | None = None
     split: int | None = None  # candidates per parent center; None: the parent kind's ``refine_split``
+    model: str | None = None  # "local" or "shuffle"; None: the parent round's model
 
 
 class RoundsView(Protocol):

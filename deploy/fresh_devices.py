@@ -1,0 +1,94 @@
+"""In-process simulation of the local model's two-round plan: a tree round on
+part of the population, then a local refine round (``common/local_refine_round.py``)
+on the fresh rest. The same math as the services, with the PrivUnit
+reports drawn from their decoded distribution (``privunit.sample_decoded``,
+simulation only): a device's codebook draw is equivalent in law and 10^3
+times cheaper to simulate at k (d + 1) = 808 dimensions."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from shoal.common.bounds import PublicBound
+from shoal.common.errors import ConfigError
+from shoal.common.local_refine_round import block_vectors, derive_local_refine
+from shoal.common.privunit import sample_decoded
+from shoal.server.decoders.kmeans import kmeans_cost
+from shoal.server.decoders.local_refine import (
+    CodebookTotal,
+    local_refine_answer,
+    local_refine_statement,
+)
+
+CHUNK = 20_000
+
+
+def local_refine_in_process(points: NDArray[np.float64], parent_ball_centers: NDArray[np.float64],
+                            bound: PublicBound, epsilon: float, seed: int = 0, shrink: bool = True) -> dict[str, Any]:
+    """A local refine round on ``points`` (the fresh devices): ball centers,
+    noisy sizes, the config and the seconds it took."""
+    cfg = derive_local_refine("parent", parent_ball_centers, bound, epsilon, seed=int(seed) % (1 << 63))
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 23]))
+    acc = CodebookTotal(cfg)
+    t = time.perf_counter()
+    for lo in range(0, points.shape[0], CHUNK):
+        acc.total += sample_decoded(block_vectors(points[lo : lo + CHUNK], cfg), cfg.privunit, rng).sum(axis=0)
+        acc.devices += min(CHUNK, points.shape[0] - lo)
+    centers, sizes, lam = local_refine_answer(acc, np.random.default_rng([seed, 29]), shrink)
+    return {"ball_centers": centers, "sizes": sizes, "shrink": lam, "config": cfg, "devices": acc.devices,
+            "seconds": time.perf_counter() - t}
+
+
+def split_population(n: int, share: float, seed: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Which simulated devices answer the tree round and which the refine round:
+    a uniformly random ``share`` of them (rounded down) is kept fresh."""
+    perm = np.random.default_rng(np.random.SeedSequence([seed, 31])).permutation(n)
+    fresh = int(share * n)
+    return np.sort(perm[fresh:]), np.sort(perm[:fresh])
+
+
+def with_local_refine(out: dict[str, Any], points: NDArray[np.float64], fresh: NDArray[np.float64],
+                      bound: PublicBound, epsilon: float, seed: int) -> dict[str, Any]:
+    """``out`` (the tree round's simulate result on the other devices) updated
+    with the refine round's centers, privacy and objective on all ``points``."""
+    ref = local_refine_in_process(fresh, np.asarray(out["ball_centers"]), bound, epsilon, seed)
+    ball = bound.to_ball(points)
+    n = points.shape[0]
+    centers = np.asarray(ref["ball_centers"])
+    out.update(
+        tree_objective=kmeans_cost(ball, np.asarray(out["ball_centers"])) / n,
+        normalized_objective=kmeans_cost(ball, centers) / n,
+        ball_centers=centers.tolist(),
+        centers=bound.from_ball(centers).tolist(),
+        refine={"epsilon": epsilon, "devices": ref["devices"], "share": ref["devices"] / n,
+                "seconds": ref["seconds"], "mechanism": "local", "block_dim": ref["config"].privunit.dim},
+        privacy=local_refine_statement(ref["config"], out["privacy"]),
+    )
+    return out
+
+
+def tree_then_local_refine(points: NDArray[np.float64], k: int, epsilon: float, encoder: Any, bound: PublicBound,
+                           seed: int, share: float, nonprivate: float | None, progress: bool, model: str = "local",
+                           refine_epsilon: float = 0.0) -> dict[str, Any]:
+    """``simulate_rounds`` in the local model with a refine round: the tree round
+    on a random 1 - ``share`` of the devices, the refine on the rest; the
+    objectives are on all of them."""
+    from shoal.deploy.simulate import nonprivate_objective, simulate
+
+    if model != "local" or refine_epsilon:
+        raise ConfigError("refine_devices is the local model's refine (fresh devices at the same eps); "
+                          "the shuffle model's refine takes refine_epsilon")
+    if not 0 < share < 1:
+        raise ConfigError(f"refine_devices must be in (0, 1), got {share}")
+
+    n = points.shape[0]
+    ball = bound.to_ball(points)
+    tree_rows, fresh_rows = split_population(n, share, seed)
+    out = simulate(points[tree_rows], k, epsilon, encoder, bound=bound, seed=seed, progress=progress,
+                   nonprivate=nonprivate_objective(ball, k, seed) if nonprivate is None else float(nonprivate))
+    out.update(model="local", n=n, trivial_objective=kmeans_cost(ball, ball.mean(axis=0, keepdims=True)) / n)
+    return with_local_refine(out, points, points[fresh_rows], bound, epsilon, seed)
