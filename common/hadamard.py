@@ -24,10 +24,18 @@ def fwht(a: NDArray[np.float64]) -> NDArray[np.float64]:
     Returns ``H @ a`` for the Sylvester matrix H without forming it. Works on
     (m,) and (m, d) arrays; the input is not modified.
     """
-    x = np.array(a, dtype=np.float64, copy=True)
+    return fwht_in_place(np.array(a, dtype=np.float64, copy=True))
+
+
+def fwht_in_place(x: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``fwht`` overwriting ``x`` (a contiguous float64 array) and returning it:
+    no copy of the input (a decode transforms its accumulator's 0.7 GB vector
+    table level by level instead of holding a second one, issue 19)."""
     m = x.shape[0]
     if m & (m - 1):
         raise ValueError(f"fwht needs a power-of-two length, got {m}")
+    if x.dtype != np.float64 or not x.flags.c_contiguous:
+        raise ValueError("fwht_in_place needs a C-contiguous float64 array")
     tail = x.shape[1:]
     h = 1
     while h < m:

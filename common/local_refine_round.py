@@ -58,7 +58,7 @@ from numpy.typing import NDArray
 from shoal.common.bounds import PublicBound, clip_to_ball, published, unpublished
 from shoal.common.errors import ConfigError
 from shoal.common.events import PrivUnitEvent
-from shoal.common.kinds import ConfigKind, Mixing
+from shoal.common.kinds import ConfigKind, Mixing, decode_chunk_rows
 from shoal.common.privunit import PrivUnitParams, decode
 from shoal.common.refine_round import NOISE_GATE, split_candidates
 from shoal.common.tree_round import derive_config
@@ -128,9 +128,10 @@ class LocalRefineConfig:
         return self.privunit.event
 
     def decode_bytes(self, devices: int | None = None) -> int:
-        """Memory a decode needs, in bytes: the stored rows (two words each) of
-        up to 10^7 devices and one chunk of decoded reports."""
-        return 16 * (10**7 if devices is None else devices) + 8 * (1 << 22)
+        """Memory a decode needs, in bytes: one chunk of stored rows (two words
+        each, ``DECODE_CHUNK``), one batch of decoded reports and the sum."""
+        n = decode_chunk_rows(16) if devices is None else min(devices, decode_chunk_rows(16))
+        return 16 * n + 8 * ((1 << 12) + 1) * self.privunit.dim
 
 
 def derive_local_refine(parent_id: str, ball_centers: NDArray[np.float64], bound: PublicBound, epsilon: float,

@@ -53,7 +53,7 @@ from numpy.typing import NDArray
 from shoal.common.bounds import PublicBound, published, unpublished
 from shoal.common.errors import ConfigError
 from shoal.common.events import SecureSumEvent
-from shoal.common.kinds import ConfigKind, secure_sum_mixing
+from shoal.common.kinds import ConfigKind, decode_chunk_rows, secure_sum_mixing
 from shoal.common.refine_round import bucket_slots, bucket_sum_params, check_bucket_sum
 from shoal.common.secure_sum import SecureSumParams
 
@@ -104,8 +104,10 @@ class PartitionConfig:
         return SecureSumEvent(s.epsilon, s.delta, s.min_devices, s.shares, s.noise)
 
     def decode_bytes(self, devices: int | None = None) -> int:
+        """One chunk of stored shares (``decode_chunk_rows`` of L + 1 words) and the running total."""
         n = self.secure_sum.max_devices if devices is None else devices
-        return 8 * n * self.secure_sum.shares * (self.secure_sum.length + 1)
+        width = self.secure_sum.length + 1
+        return 8 * (min(n * self.secure_sum.shares, decode_chunk_rows(8 * width)) + 1) * width
 
 
 def bucket_bits(n: int, dim: int, k: int, noise_std: float) -> int:

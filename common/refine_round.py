@@ -46,7 +46,7 @@ from numpy.typing import NDArray
 from shoal.common.bounds import PublicBound, clip_to_ball, published, unpublished
 from shoal.common.errors import ConfigError
 from shoal.common.events import SecureSumEvent
-from shoal.common.kinds import ConfigKind, secure_sum_mixing
+from shoal.common.kinds import ConfigKind, decode_chunk_rows, secure_sum_mixing
 from shoal.common.secure_sum import SecureSumParams
 from shoal.common.tree_round import derive_config
 
@@ -86,9 +86,11 @@ class RefineConfig:
         self.bound.check_dim(self.dim)
 
     def decode_bytes(self, devices: int | None = None) -> int:
-        """Memory a decode needs, in bytes: every device's shares (L + 1 words each) at once."""
+        """Memory a decode needs, in bytes: one chunk of stored shares
+        (``decode_chunk_rows`` of L + 1 words) and the running total."""
         n = self.secure_sum.max_devices if devices is None else devices
-        return 8 * n * self.secure_sum.shares * (self.secure_sum.length + 1)
+        width = self.secure_sum.length + 1
+        return 8 * (min(n * self.secure_sum.shares, decode_chunk_rows(8 * width)) + 1) * width
 
     @property
     def center_array(self) -> NDArray[np.float64]:

@@ -30,7 +30,7 @@ from numpy.typing import NDArray
 from shoal.common.bounds import PublicBound, published, unpublished
 from shoal.common.errors import ConfigError
 from shoal.common.events import ScrambledSketchEvent, SecureSumEvent
-from shoal.common.kinds import ConfigKind, Mixing, secure_sum_mixing
+from shoal.common.kinds import ConfigKind, Mixing, decode_chunk_rows, secure_sum_mixing
 from shoal.common.secure_sum import SecureSumParams
 from shoal.common.sketch import (
     SketchParams,
@@ -64,13 +64,15 @@ class SketchRoundConfig:
     restarts: int = 3
 
     def decode_bytes(self, devices: int | None = None) -> int:
-        """Memory a decode needs, in bytes: every stored row (a sketch of 2m
-        reals or a secure-sum share of L + 1 words) loaded at once, plus
-        CL-OMPR's frequencies (m x d) and its m x k atom matrix (complex)."""
-        n = self.n_expected if devices is None else devices
+        """Memory a decode needs, in bytes: one chunk of stored rows (a sketch
+        of 2m reals or a secure-sum share of L + 1 words; ``decode_chunk_rows``), the
+        devices' n0 (8 bytes each), CL-OMPR's frequencies (m x d) and its
+        m x k atom matrix (complex)."""
+        n0 = self.n_expected if devices is None else devices
         m, d = self.sketch.size, self.dim
-        row = 2 * m + 1 if self.secure_sum is None else self.secure_sum.shares * (self.secure_sum.length + 1)
-        return 8 * (n * row + 2 * m * d + 4 * m * self.k)
+        row = 2 * m + 1 if self.secure_sum is None else self.secure_sum.length + 1
+        rows = n0 if self.secure_sum is None else n0 * self.secure_sum.shares
+        return 8 * (min(rows, decode_chunk_rows(8 * row)) * row + n0 + 2 * m * d + 4 * m * self.k)
 
     def __post_init__(self) -> None:
         if self.k < 1:

@@ -28,7 +28,7 @@ from shoal.common.events import (
     ShuffledEvent,
     local_epsilon,
 )
-from shoal.common.kinds import ConfigKind, Mixing
+from shoal.common.kinds import DECODE_CHUNK, ConfigKind, Mixing
 from shoal.common.local_hashing import LocalHashingParams, optimal_buckets
 from shoal.common.privunit import PrivUnitParams
 
@@ -205,9 +205,10 @@ class RoundConfig:
     def decode_bytes(self, devices: int | None = None) -> int:
         """Memory a decode of ``devices`` reports (default n_expected) needs, in
         bytes: the per-level tables (``LevelAccumulator``) twice (the oracles'
-        transforms copy them) and, per report, its decoded vector (three
-        copies of d floats while the codebook is replayed) and its columns."""
-        n = self.n_expected if devices is None else devices
+        transforms copy them) and, per report of one chunk read from the store
+        (``DECODE_CHUNK``), its decoded vector (three copies of d floats while
+        the codebook is replayed) and its columns."""
+        n = min(self.n_expected if devices is None else devices, DECODE_CHUNK)
         t, d = self.levels + 1, self.dim
         hist = t * self.hist_pool * self.hist_buckets * 8 if self.levels > 0 and self.eps_hist > 0 else 0
         vec = t * (1 << self.vec_columns_log2) * d * 8 if self.eps_vec > 0 else 0

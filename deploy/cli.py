@@ -114,6 +114,9 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
     b.add_argument("--ablation", action="store_true", help="decoder before/after table instead of the sweep")
     b.add_argument("--oracle", action="store_true", help="only the frequency-oracle benchmark")
     b.add_argument("--perf", action="store_true", help="time encode/ingest/decode of 1e6 devices instead of the sweep")
+    b.add_argument("--decode-memory", action="store_true",
+                   help="the server's decode of a stored 1e6-device tree round (d=100): whole-round read against the "
+                        "chunked snapshot read, seconds and peak RSS, each in its own process")
     b.add_argument("--services", action="store_true",
                    help="ingestion throughput/latency of the real server and `shoal sim` timings")
     b.add_argument("--model", choices=("local", "shuffle", "central"), default="local",

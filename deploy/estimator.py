@@ -37,9 +37,11 @@ class PrivateKMeans:
     "central" (this process is the curator: ``shoal.deploy.central.fit``);
     ``encoder`` "auto" (default), "lsh" or "nettree"; ``bounds`` a
     ``PublicBound`` or a pair (low, high) of per-feature limits; or
-    ``radius`` (an L2 bound); ``refine`` (shuffle only) None, an eps for a
-    refine round taken out of ``epsilon``, or "auto" (``refine_share``'s
-    rule); ``random_state`` seeds the simulated devices (None: fresh).
+    ``radius`` (an L2 bound); ``refine`` None, or in the shuffle model an
+    eps for a refine round taken out of ``epsilon``, in the local model the
+    share of the rows kept fresh for a local refine round at ``epsilon``,
+    or "auto" (``refine_share``'s or ``refine_devices``' rule);
+    ``random_state`` seeds the simulated devices (None: fresh).
     """
 
     def __init__(self, n_clusters: int = 8, *, epsilon: float = 1.0, model: str = "local", delta: float = 1e-6,
@@ -77,7 +79,7 @@ class PrivateKMeans:
 
     def fit(self, X: ArrayLike, y: Any = None) -> PrivateKMeans:
         """Run one round on the rows of X (and a refine round if asked)."""
-        from shoal.deploy.simulate import refine_epsilon, simulate_rounds
+        from shoal.deploy.simulate import refine_epsilon, refine_share_of_devices, simulate_rounds
 
         x = np.asarray(X, dtype=np.float64)
         if x.ndim != 2 or x.shape[0] < 1:
@@ -90,11 +92,14 @@ class PrivateKMeans:
         if self.model == "central":
             return self._fit_central(x, bound)
         delta = float(self.delta) if self.model == "shuffle" else 0.0
-        refine_eps = refine_epsilon(self.refine, x, self.n_clusters, self.epsilon, delta, self.min_batch)
+        local = self.model == "local"
+        refine_eps = 0.0 if local else refine_epsilon(self.refine, x, self.n_clusters, self.epsilon, delta,
+                                                      self.min_batch)
+        fresh = refine_share_of_devices(self.refine, x, self.n_clusters, float(self.epsilon)) if local else 0.0
         seed = secrets.randbits(32) if self.random_state is None else int(self.random_state)
         out = simulate_rounds(x, self.n_clusters, float(self.epsilon), self.encoder, bound=bound,
                               seed=seed, model=self.model, delta=delta, min_batch=self.min_batch,
-                              refine_epsilon=refine_eps, nonprivate=float("nan"))
+                              refine_epsilon=refine_eps, nonprivate=float("nan"), refine_devices=fresh)
         self.cluster_centers_ = np.asarray(out["centers"], dtype=np.float64)
         self.privacy_ = dict(out["privacy"], **({"composed": out["composed"]} if "composed" in out else {}))
         self.quality_ = out["quality"]

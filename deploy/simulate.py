@@ -116,7 +116,7 @@ def simulate(
         shown.close()
     ingest = time.perf_counter() - t - enc
     t = time.perf_counter()
-    result = TreeDecoder(rng=np.random.default_rng(seed), **(decoder_options or {})).decode(acc)
+    result = TreeDecoder(rng=np.random.default_rng(seed), **(decoder_options or {})).decode(acc, consume=True)
     dec = time.perf_counter() - t + ingest
     ball = bound.to_ball(points)
     mean = ball.mean(axis=0, keepdims=True)

@@ -33,7 +33,7 @@ from pydantic import BaseModel
 from shoal.common.envelope import load_or_create_key, public_key_bytes
 from shoal.common.errors import ConfigError, ReportError, ShoalError
 from shoal.common.group_commit import GroupCommit, commit_and_settle
-from shoal.common.kinds import dump_config, kind_name, parse_config
+from shoal.common.kinds import DECODE_CHUNK, dump_config, kind_name, parse_config
 from shoal.common.messages import ReportBatch
 from shoal.common.signing import identity_path, load_or_create_signing_key
 from shoal.server.rounds import leases
@@ -307,10 +307,13 @@ class RoundService:
         stop = leases.heartbeat(self.store, round_id, self.holder, self.settings.decode_lease_seconds)
         t = time.perf_counter()
         try:
-            rows = (self.store.load_reports(round_id, cfg.dim) if kind.storage == "reports"
-                    else self.store.load_payloads(round_id, *kind.row_width(cfg)))
+            # One chunk of rows at a time into the kind's accumulator: a decode's
+            # memory is the accumulator's tables and one chunk, not the round.
+            chunks = (self.store.iter_reports(round_id, DECODE_CHUNK) if kind.storage == "reports"
+                      else self.store.iter_payloads(round_id, *kind.row_width(cfg)))
             acc = kind.accumulator(cfg)
-            acc.add(rows)
+            for rows in chunks:
+                acc.add(rows)
             result = kind.decode(cfg, acc, self, round_id)
         except Exception as exc:
             stop.set()

@@ -4,7 +4,7 @@ StorageUnavailable, a 503 with Retry-After)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from shoal.server.storage.store import Run, Store, T, storage_errors
@@ -50,6 +50,19 @@ class PostgresStore(Store):
     def _has_table(self, name: str) -> bool:
         return bool(self._execute("SELECT 1 FROM information_schema.tables WHERE table_name = %s "
                                   "AND table_schema = current_schema()", (name,)))
+
+    def _snapshot(self, sql: str, params: tuple[Any, ...], chunk: int) -> Iterator[list[tuple[Any, ...]]]:
+        """A server-side (named) cursor in one REPEATABLE READ transaction on a
+        connection of its own: one snapshot, streamed ``chunk`` rows at a time,
+        without the store's lock (ingestion goes on meanwhile)."""
+        import psycopg
+
+        with storage_errors(*self._errors), psycopg.connect(self._url) as conn:
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            with conn.cursor(name="shoal_decode") as cur:
+                cur.execute(sql.encode(), params)
+                while rows := cur.fetchmany(chunk):
+                    yield list(rows)
 
     def _in_transaction(self, work: Callable[[Run], T]) -> T:
         with self._lock, storage_errors(*self._errors):

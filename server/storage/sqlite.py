@@ -7,7 +7,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from shoal.server.storage.store import (
@@ -46,6 +46,8 @@ class SQLiteStore(Store):
         self.init_schema()
         self._last_commit = time.monotonic()
         self._dirty = False
+        self._readers = 0  # snapshot reads in progress (``_snapshot``): no TRUNCATE checkpoint meanwhile
+        self._readers_lock = threading.Lock()
         threading.Thread(target=self._checkpoint_loop, daemon=True, name="sqlite-checkpoint").start()
 
     def _checkpoint_loop(self, idle_seconds: float = 0.5, max_interval: float = 10.0,
@@ -62,7 +64,7 @@ class SQLiteStore(Store):
             time.sleep(0.1)
             now = time.monotonic()
             try:
-                if self.wal_bytes() > truncate_bytes:
+                if self.wal_bytes() > truncate_bytes and not self._readers:
                     # Under the store's lock, on its own connection: no commit of
                     # this process can start meanwhile, so the checkpoint is not
                     # starved by back-to-back writers (measured: without the lock
@@ -100,6 +102,27 @@ class SQLiteStore(Store):
 
     def _has_table(self, name: str) -> bool:
         return bool(self._execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)))
+
+    def _snapshot(self, sql: str, params: tuple[Any, ...], chunk: int) -> Iterator[list[tuple[Any, ...]]]:
+        """One read transaction on a connection of its own (WAL: a snapshot that
+        writers do not block). While it is open the checkpointer runs only
+        PASSIVE checkpoints: a TRUNCATE checkpoint waits for readers, and it
+        holds the store's lock, so every commit would wait with it."""
+        with self._readers_lock:
+            self._readers += 1
+        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        try:
+            with storage_errors(sqlite3.OperationalError):
+                conn.execute("PRAGMA busy_timeout=10000")
+                conn.execute("BEGIN")
+                cur = conn.execute(sql, params)
+                while rows := cur.fetchmany(chunk):
+                    yield rows
+                conn.execute("COMMIT")
+        finally:
+            conn.close()
+            with self._readers_lock:
+                self._readers -= 1
 
     def _in_transaction(self, work: Callable[[Run], T]) -> T:
         with self._lock, storage_errors(sqlite3.OperationalError):

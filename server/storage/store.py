@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
+from shoal.common.kinds import DECODE_CHUNK, decode_chunk_rows
 from shoal.common.messages import ReportBatch
 from shoal.server.storage import report_rows
 from shoal.server.storage.report_rows import StoreError
@@ -86,6 +87,11 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """Run one statement in its own committed transaction; return its rows."""
+
+    @abc.abstractmethod
+    def _snapshot(self, sql: str, params: tuple[Any, ...], chunk: int) -> Iterator[list[tuple[Any, ...]]]:
+        """The rows of one SELECT, ``chunk`` at a time, all from one snapshot of
+        the database, read on a connection of their own (ingestion goes on)."""
 
     @abc.abstractmethod
     def _in_transaction(self, work: Callable[[Run], T]) -> T:
@@ -368,6 +374,28 @@ class Store(abc.ABC):
         rows = self._execute(self._sql("SELECT report FROM report_rows WHERE round_seq = ? ORDER BY message_id"),
                              (self._seq(round_id),))
         return len(rows), b"".join(bytes(r[0]) for r in rows)
+
+    def iter_rows(self, round_id: str, chunk: int) -> Iterator[tuple[int, bytes]]:
+        """A round's stored rows as (count, concatenated bytes), ``chunk`` rows at
+        a time, in message-id order, all from one snapshot: a decode holds one
+        chunk and its accumulator, never the whole round (issue 19), and sees
+        exactly the reports committed when it started (a secure-sum round's
+        shares all or none of a flush's transaction)."""
+        sql = self._sql("SELECT report FROM report_rows WHERE round_seq = ? ORDER BY message_id")
+        for rows in self._snapshot(sql, (self._seq(round_id),), chunk):
+            yield len(rows), b"".join(bytes(r[0]) for r in rows)
+
+    def iter_reports(self, round_id: str, chunk: int = DECODE_CHUNK) -> Iterator[ReportBatch]:
+        """``iter_rows`` of a tree round, each chunk a ``ReportBatch``."""
+        for _, raw in self.iter_rows(round_id, chunk):
+            yield report_rows.unpack_tree(raw, round_id)
+
+    def iter_payloads(self, round_id: str, width: int, dtype: type[np.uint64] | type[np.float64],
+                      chunk: int | None = None) -> Iterator[NDArray[Any]]:
+        """``iter_rows`` of a payload round, each chunk (rows, width) of ``dtype``
+        (default: ``decode_chunk_rows`` of 8 width bytes)."""
+        for count, raw in self.iter_rows(round_id, chunk or decode_chunk_rows(8 * width)):
+            yield report_rows.unpack_words(raw, count, width, dtype)
 
     def load_payloads(self, round_id: str, width: int, dtype: type[np.uint64] | type[np.float64]) -> NDArray[Any]:
         """Every row stored by ``add_payloads`` for a round, (n, width) of ``dtype``."""

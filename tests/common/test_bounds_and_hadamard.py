@@ -3,7 +3,7 @@ import pytest
 
 from shoal.common.bounds import PublicBound
 from shoal.common.errors import ConfigError
-from shoal.common.hadamard import fwht, hadamard_sign
+from shoal.common.hadamard import fwht, fwht_in_place, hadamard_sign
 
 
 def test_box_maps_into_the_unit_ball_and_back():
@@ -98,3 +98,12 @@ def test_outside_marks_points_a_bound_would_move():
     x = np.array([[0.5, 0.5], [1.5, 0.0], [0.0, -0.1]])
     assert PublicBound(low=(0.0, 0.0), high=(1.0, 1.0)).outside(x).tolist() == [False, True, True]
     assert PublicBound(radius=1.0).outside(x).tolist() == [False, True, False]
+
+
+def test_fwht_in_place_overwrites_its_input_with_the_same_transform():
+    a = np.random.default_rng(0).normal(size=(64, 3))
+    b = a.copy()
+    out = fwht_in_place(b)
+    assert out is b and np.array_equal(b, fwht(a))
+    with pytest.raises(ValueError, match="contiguous float64"):
+        fwht_in_place(np.zeros((8, 3), dtype=np.float32))

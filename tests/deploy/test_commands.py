@@ -108,6 +108,15 @@ def test_perf_smoke_reports_how_it_was_run(tmp_path, capsys):
     assert "n=2000 d=100 k=8 eps=4" in line and "peak RSS" in line
 
 
+def test_decode_memory_smoke_compares_both_reads_and_says_how_it_ran(tmp_path, capsys):
+    assert main(["bench", "--decode-memory", "--smoke", "--out", str(tmp_path)]) == 0
+    line = capsys.readouterr().out
+    assert "n=20000 d=100 k=8" in line and "whole-round read" in line and "chunked snapshot read" in line
+    runs = json.loads((tmp_path / "decode_memory.json").read_text())["runs"]
+    assert [r["chunked"] for r in runs] == [False, True, False, True]
+    assert all(r["devices"] == 20000 for r in runs)
+
+
 def test_shuffle_bench_smoke_compares_the_three_variants(tmp_path, capsys):
     assert main(["bench", "--model", "shuffle", "--smoke", "--out", str(tmp_path), "--data-dir", str(tmp_path / "none")]) == 0
     out = capsys.readouterr().out

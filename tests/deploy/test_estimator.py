@@ -44,6 +44,15 @@ def test_shuffle_with_refine_auto_stays_within_the_total_budget():
     assert 0.99e-6 <= km.privacy_["composed"]["delta"] <= 1e-6 * (1 + 1e-12)
 
 
+def test_local_model_refine_keeps_fresh_rows_and_stays_eps_ldp():
+    x, truth = _blobs()
+    km = PrivateKMeans(3, epsilon=8.0, refine=0.3, bounds=([0, 0], [100, 100]), random_state=3).fit(x)
+    assert km.privacy_["model"] == "local" and km.privacy_["device_epsilon"] == pytest.approx(8.0)
+    assert "parallel" in km.privacy_["composition"]
+    err = np.linalg.norm(km.cluster_centers_[:, None, :] - truth[None], axis=2).min(axis=0)
+    assert err.max() < 5.0, km.cluster_centers_
+
+
 def test_predict_before_fit_is_a_clear_error():
     with pytest.raises(ConfigError, match="not fitted"):
         PrivateKMeans(2).predict(np.zeros((3, 2)))

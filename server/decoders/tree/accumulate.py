@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from shoal.common.errors import DecodeError
 from shoal.common.messages import ReportBatch
 from shoal.common.tree_round import RoundConfig
 
@@ -47,9 +48,19 @@ class LevelAccumulator:
         self.vec = np.zeros((t + 1, m, config.dim)) if has_vec else None
         self.vec_n = np.zeros(t + 1, dtype=np.int64)
         self.vec_sq = np.zeros(t + 1)
+        self.consumed = False  # a decode transformed ``vec`` in place (``VectorOracle(in_place=True)``)
+
+    def consume(self) -> None:
+        """Hand the tables to one decode that may overwrite them; adding,
+        merging or decoding again afterwards is an error, not a silent wrong sum."""
+        if self.consumed:
+            raise DecodeError(f"round {self.config.round_id!r}: this accumulator was consumed by a decode")
+        self.consumed = True
 
     def add(self, batch: ReportBatch) -> None:
         """Add a validated batch of reports."""
+        if self.consumed:
+            raise DecodeError(f"round {self.config.round_id!r}: this accumulator was consumed by a decode")
         cfg = self.config
         self.n_devices += len(batch)
         if self.hist is not None:
@@ -69,6 +80,8 @@ class LevelAccumulator:
 
     def merge(self, other: LevelAccumulator) -> None:
         """Add another partition's sums (tree reduction of dense arrays)."""
+        if self.consumed or other.consumed:
+            raise DecodeError(f"round {self.config.round_id!r}: a consumed accumulator cannot be merged")
         self.n_devices += other.n_devices
         if self.hist is not None and other.hist is not None:
             self.hist += other.hist

@@ -104,14 +104,15 @@ class TreeDecoder:
         self.consistency = consistency
         self.shrink = shrink
 
-    def decode(self, accumulator: LevelAccumulator) -> ClusteringResult:
+    def decode(self, accumulator: LevelAccumulator, consume: bool = False) -> ClusteringResult:
+        """``consume``: overwrite the accumulator's vector table (one table in memory, not two)."""
         cfg = accumulator.config
         if accumulator.n_devices == 0:
             raise DecodeError(f"round {cfg.round_id!r} has no reports")
         t0 = time.perf_counter()
         public = PublicRandomness.from_config(cfg)
         space = node_space(cfg)
-        vo = VectorOracle(accumulator)
+        vo = VectorOracle(accumulator, in_place=consume)
         n = float(accumulator.n_devices)
         root_key = space.keys(0, space.root())
         diag: dict[str, Any] = {"n_devices": int(n)}

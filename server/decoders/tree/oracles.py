@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.hadamard import fwht
+from shoal.common.hadamard import fwht, fwht_in_place
 from shoal.common.hashing import bucket_hash
 from shoal.common.local_hashing import LocalHashingParams, estimate_counts
 from shoal.common.public_random import PublicRandomness
@@ -93,13 +93,22 @@ class FrequencyOracle:
 class VectorOracle:
     """Hadamard-bound PrivUnit sums of nodes at each level (seed 004, Lemma 13 role)."""
 
-    def __init__(self, acc: LevelAccumulator) -> None:
+    def __init__(self, acc: LevelAccumulator, in_place: bool = False) -> None:
+        """``in_place``: transform the accumulator's vector table itself, level
+        by level, and mark it consumed (a decode then holds one table, not two;
+        the service's decode owns its accumulator)."""
         self.n = acc.n_devices
         self.dim = acc.config.dim
         self.log2m = acc.config.vec_columns_log2
         self.level_n = acc.vec_n
         self.level_sq = acc.vec_sq
-        self.transformed = None if acc.vec is None else [fwht(t) for t in acc.vec]
+        if acc.vec is None:
+            self.transformed = None
+        elif in_place:
+            acc.consume()
+            self.transformed = [fwht_in_place(t) for t in acc.vec]
+        else:
+            self.transformed = [fwht(t) for t in acc.vec]
 
     @property
     def available(self) -> bool:

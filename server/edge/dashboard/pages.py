@@ -303,7 +303,7 @@ async def _action(request: Request, round_id: str, what: str) -> Response:
             await run_in_threadpool(service.delete, round_id)
             return RedirectResponse("/ui/rounds", status_code=303)
         elif what == "refine":
-            body = {k: form[k] for k in ("epsilon", "delta", "min_devices", "max_devices") if form.get(k)}
+            body = {k: form[k] for k in ("model", "epsilon", "delta", "min_devices", "max_devices") if form.get(k)}
             child = await run_in_threadpool(service.create_refine, round_id, RefineIn.model_validate(body).to_request())
             return RedirectResponse(f"/ui/rounds/{child.id}?done=created", status_code=303)
     except ValidationError as exc:

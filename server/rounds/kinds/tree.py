@@ -55,7 +55,7 @@ class TreeServer:
         return LevelAccumulator(config)
 
     def decode(self, config: RoundConfig, acc: LevelAccumulator, rounds: RoundsView, round_id: str) -> dict[str, Any]:
-        return result_dict(round_id, TreeDecoder(np.random.default_rng()).decode(acc))
+        return result_dict(round_id, TreeDecoder(np.random.default_rng()).decode(acc, consume=True))
 
     def privacy(self, config: RoundConfig) -> tuple[object, dict[str, Any]]:
         return config.round_event, privacy_statement(config)

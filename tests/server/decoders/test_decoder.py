@@ -162,3 +162,27 @@ def test_an_empty_sibling_adds_at_most_its_counts_second_moment_to_its_parents_n
     # B's sum obeys |V_B| <= n_B, E[n_B^2] = 0^2 + 1e4: per coordinate at most 1e4 / d.
     assert q[0] <= s + 1e4 / _FlatVectors.dim
     assert q[0] >= s  # A's own noise stays
+
+
+def test_a_consuming_decode_gives_the_same_answer_and_spends_its_accumulator():
+    """The service's decode transforms the vector table in place (one table in
+    memory, not two: issue 19); the answer is the same, and the spent
+    accumulator refuses to be added to or decoded again."""
+    from shoal.client.encoder import encode_arrays
+    from shoal.common.errors import DecodeError
+    from shoal.common.tree_round import derive_config
+    from shoal.server.decoders.tree.accumulate import LevelAccumulator
+
+    cfg = derive_config(20_000, 10, 3, 4.0, seed=1)
+    batch = encode_arrays(np.random.default_rng(0).uniform(-0.3, 0.3, (20_000, 10)), cfg, wire=False)
+    kept, spent = LevelAccumulator(cfg), LevelAccumulator(cfg)
+    kept.add(batch)
+    spent.add(batch)
+    a = TreeDecoder(np.random.default_rng(0)).decode(kept)
+    b = TreeDecoder(np.random.default_rng(0)).decode(spent, consume=True)
+    assert np.array_equal(a.ball_centers, b.ball_centers)
+    assert np.array_equal(TreeDecoder(np.random.default_rng(0)).decode(kept).ball_centers, a.ball_centers)
+    with pytest.raises(DecodeError, match="consumed"):
+        TreeDecoder(np.random.default_rng(0)).decode(spent, consume=True)
+    with pytest.raises(DecodeError, match="consumed"):
+        spent.add(batch)

@@ -87,3 +87,18 @@ def test_operator_runs_a_round_from_the_dashboard(server, page, tmp_path: Path):
     row = page.query_selector(f"tr[data-round='{rid}']")
     assert row is not None and row.query_selector(".state").inner_text() == "done"
     assert row.query_selector(".reports").inner_text() == str(USERS)
+
+    # A local round offers a local refine round (fresh devices, eps-LDP reports): no delta, no shares.
+    page.goto(server.url + f"/ui/rounds/{rid}")
+    form = page.query_selector("form.refine")
+    assert form is not None and "fresh devices" in form.inner_text()
+    assert form.query_selector("input[name=delta]") is None
+    form.query_selector("input[name=epsilon]").fill("4")
+    form.query_selector("button[name=refine]").click()
+    page.wait_for_url("**/ui/rounds/*?done=created")
+    child = page.url.split("/ui/rounds/")[1].split("?")[0]
+    assert child != rid and page.inner_text(".status .state") == "open"
+    import httpx
+
+    cfg = httpx.get(server.url + f"/rounds/{child}").json()["config"]
+    assert cfg["kind"] == "local_refine" and cfg["parent_id"] == rid
