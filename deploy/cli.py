@@ -74,9 +74,10 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
         sm.add_argument("--algorithm", choices=("auto", *ALGORITHMS), default=None,
                         help="central model only: seed 000's or seed 003's private max coverage")
         sm.add_argument("--delta", type=float, default=1e-6)
-        sm.add_argument("--refine", type=float, default=None, metavar="EPS",
-                        help="after the round, a refine round at central EPS (delta --delta, at least --min-batch devices) "
-                             "through secure summation; needs --via-shuffler")
+        sm.add_argument("--refine", type=float, default=None, metavar="EPS|SHARE",
+                        help="--model shuffle: after the round, a refine round at central EPS (delta --delta, at least "
+                             "--min-batch devices) through secure summation; needs --via-shuffler. --model local: keep "
+                             "SHARE (0-1) of the devices fresh for a local refine round at --eps")
         sm.add_argument("--server-url", default=None)
         sm.add_argument("--shuffler-url", default=None)
         sm.add_argument("--seed", type=int, default=0,

@@ -43,6 +43,7 @@ from shoal.deploy.datasets import (
     load_uber,
     paper_mixture,
 )
+from shoal.deploy.fresh_devices import split_population
 from shoal.deploy.progress import bar
 from shoal.deploy.simulate import format_centers, nonprivate_objective
 from shoal.server.decoders.kmeans import kmeans_cost
@@ -249,6 +250,32 @@ def _refine(args: argparse.Namespace, ds: Dataset, rid: str, server_url: str, sh
     }
 
 
+def _local_refine(args: argparse.Namespace, ds: Dataset, fresh: np.ndarray, rid: str, server_url: str,
+                  op: dict[str, str], ball: np.ndarray) -> dict[str, Any]:
+    """The local refine round (``common/local_refine_round.py``) on the fresh
+    devices: each sends its one codebook report directly to the server."""
+    r = httpx.post(f"{server_url}/rounds/{rid}/refine", headers=op, timeout=30,
+                   json={"model": "local", "epsilon": args.eps})
+    r.raise_for_status()
+    rnd = r.json()
+    ref_id = rnd["id"]
+    messages = device_kind(kind_name(rnd["config"])).simulate(parse_config(rnd["config"]), fresh, 1).messages or []
+    bodies = [m.model_dump_json().encode() for m in messages]
+    t = time.perf_counter()
+    failures = send_devices(bodies, [f"{server_url}/rounds/{ref_id}/reports"] * len(bodies),
+                            [{"content-type": "application/json"}] * len(bodies), args.concurrency, args.workers,
+                            not args.json)
+    send_s = time.perf_counter() - t
+    r = httpx.post(f"{server_url}/rounds/{ref_id}/cluster", headers=op, timeout=600)
+    r.raise_for_status()
+    res = r.json()
+    return {
+        "round_id": ref_id, "failed": failures, "send_seconds": send_s, "devices": res["diagnostics"]["devices"],
+        "privacy": res["privacy"], "centers": res["centers"], "mechanism": "local",
+        "normalized_objective": kmeans_cost(ball, np.asarray(res["ball_centers"])) / ds.points.shape[0],
+    }
+
+
 def enrol_tokens(shuffler_url: str, enrol_token: str, n: int) -> list[str]:
     """The operator enrols ``n`` devices at the shuffler (``POST /enrol``): one token each."""
     tokens: list[str] = []
@@ -330,8 +357,13 @@ def _join_round(args: argparse.Namespace, server_url: str, dim: int) -> dict[str
 
 
 def run_sim(args: argparse.Namespace) -> int:
-    if (args.model in ("shuffle", "central") or args.refine) and not args.via_shuffler:
-        print("shoal sim: --model shuffle, --model central and --refine need --via-shuffler", file=sys.stderr)
+    local_refine = bool(args.refine) and args.model == "local"
+    if (args.model in ("shuffle", "central") or (args.refine and not local_refine)) and not args.via_shuffler:
+        print("shoal sim: --model shuffle, --model central and a shuffle --refine need --via-shuffler", file=sys.stderr)
+        return 2
+    if local_refine and not 0 < args.refine < 1:
+        print(f"shoal sim: in the local model --refine is the share of devices kept fresh for a local refine round, "
+              f"in (0, 1); got {args.refine:g}", file=sys.stderr)
         return 2
     if (args.algorithm is not None and args.model != "central") or (args.model == "central" and args.encoder != "auto"):
         print("shoal sim: --algorithm belongs to --model central, which takes no --encoder", file=sys.stderr)
@@ -354,6 +386,9 @@ def run_sim(args: argparse.Namespace) -> int:
     ds = _dataset(args)
     n, d = ds.points.shape
     k = args.k or ds.k
+    # Local refine: a random share of the devices stays fresh for the refine round (each answers one round).
+    tree_rows, fresh_rows = split_population(n, args.refine, args.seed) if local_refine else (np.arange(n), None)
+    first = Dataset(ds.name, ds.points[tree_rows], ds.k, ds.bound)
     services = None
     if args.server_url:
         host = urlparse(args.server_url).hostname or ""
@@ -375,7 +410,7 @@ def run_sim(args: argparse.Namespace) -> int:
     try:
         op = {"Authorization": f"Bearer {op_token}"}
         b = ds.bound
-        body: dict[str, Any] = {"k": k, "dim": d, "epsilon": args.eps, "n_expected": n, "encoder": args.encoder,
+        body: dict[str, Any] = {"k": k, "dim": d, "epsilon": args.eps, "n_expected": len(tree_rows), "encoder": args.encoder,
                                 **({"model": "shuffle", "delta": args.delta, "min_batch": args.min_batch}
                                    if args.model == "shuffle" else {}),
                                 **({"model": "central", "delta": args.delta, "algorithm": args.algorithm or "auto",
@@ -402,7 +437,7 @@ def run_sim(args: argparse.Namespace) -> int:
         rid = rnd["id"]
         # What "auto" chose: the tree's encoder, or a central round's algorithm.
         encoder = str(rnd["config"].get("encoder", rnd["config"].get("spec", {}).get("algorithm", args.encoder)))
-        bodies, urls, heads = _device_bodies(args, ds, rnd, server_url, shuffler_url)
+        bodies, urls, heads = _device_bodies(args, first, rnd, server_url, shuffler_url)
         t = time.perf_counter()
         failures = send_devices(bodies, urls, heads, args.concurrency, args.workers, not args.json)
         send_s = time.perf_counter() - t
@@ -478,10 +513,18 @@ def run_sim(args: argparse.Namespace) -> int:
             print(f"  objective {out['normalized_objective']:.5f}  non-private {out['nonprivate_objective']:.5f}  one center {out['trivial_objective']:.5f}")
             print("  centers:")
             print(format_centers(res["centers"], precision=3), flush=True)
-        if args.refine and shuffler_url:
+        if local_refine and fresh_rows is not None:
+            out["refine"] = _local_refine(args, ds, ds.points[fresh_rows], rid, server_url, op, ball)
+        elif args.refine and shuffler_url:
             out["refine"] = _refine(args, ds, rid, server_url, shuffler_url, op, shuffler_token, ball)
         if args.json:
             print(json.dumps(out))
+        elif local_refine and "refine" in out:
+            rf = out["refine"]
+            print(f"  local refine round {rf['round_id']}: {rf['devices']} fresh devices at eps {args.eps:g}, "
+                  f"objective {rf['normalized_objective']:.5f}; device eps {rf['privacy']['device_epsilon']:.3f} "
+                  f"(each device answered one of the two rounds)")
+            print(format_centers(rf["centers"], precision=3))
         elif "refine" in out:
             rf = out["refine"]
             print(f"  refine round {rf['round_id']}: {rf['devices']} devices x {rf['shares_per_device']} shares, "

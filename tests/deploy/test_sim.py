@@ -51,6 +51,25 @@ def test_sim_refine_round_through_the_shuffler(capsys):
     assert rf["normalized_objective"] < min(out["normalized_objective"], out["trivial_objective"])
 
 
+def test_sim_local_refine_round_on_fresh_devices(capsys):
+    """Local model: 70% of the devices answer the tree round, the other 30% a
+    local refine round at the same eps, each one eps-LDP report."""
+    args = ["sim", "--users", "6000", "--dataset", "gauss", "--eps", "8", "--refine", "0.3", "--json"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["devices"] == 4200 and out["users"] == 6000
+    rf = out["refine"]
+    assert rf["mechanism"] == "local" and rf["failed"] == 0 and rf["devices"] == 1800
+    assert rf["privacy"]["model"] == "local" and rf["privacy"]["device_epsilon"] == pytest.approx(8.0)
+    # One Lloyd step from the tree's centers: not worse than them beyond its noise.
+    assert rf["normalized_objective"] < 1.2 * out["normalized_objective"] + 0.01
+
+
+def test_sim_refuses_a_local_refine_share_outside_0_1(capsys):
+    assert main(["sim", "--users", "100", "--refine", "2"]) == 2
+    assert "share of devices" in capsys.readouterr().err
+
+
 def test_sim_sketch_rounds_in_the_local_and_shuffle_models(capsys):
     """The compressive path through the services: devices of 300 records send
     scrambled sketches directly; one-record devices send secure-sum shares via

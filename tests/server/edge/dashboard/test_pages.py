@@ -166,3 +166,28 @@ def test_a_central_round_shows_its_algorithm_and_whom_its_guarantee_covers(clien
     result = client.get(f"/rounds/{rid}/result").json()
     assert result["privacy"]["model"] == "central" and len(result["centers"]) == 3
     assert "readers of the result" in r.text and "curator" in r.text
+
+
+def test_a_local_refine_round_opened_from_a_round_page_shows_its_result(client: TestClient):
+    from shoal.client.kinds.local_refine import codebook_messages
+    from shoal.common.local_refine_round import local_refine_from_dict
+
+    csrf = _login(client)
+    rid = client.post("/ui/rounds", data=ROUND | {"csrf": csrf}).url.path.rsplit("/", 1)[1]
+    cfg = config_from_dict(client.get(f"/rounds/{rid}/config").json()["config"])
+    ds = city_locations(30_000, seed=4)
+    msgs = [m.model_dump(mode="json") for m in encode_arrays(ds.points[:20_000], cfg).to_messages()]
+    for i in range(0, len(msgs), 5000):
+        assert client.post(f"/rounds/{rid}/reports/batch", json={"messages": msgs[i:i + 5000]}).status_code == 202
+    assert client.post(f"/ui/rounds/{rid}/cluster", data={"csrf": csrf}).status_code == 200
+    r = client.post(f"/ui/rounds/{rid}/refine", data={"csrf": csrf, "model": "local", "epsilon": "4"})
+    assert r.status_code == 200 and "done=created" in str(r.url)
+    child = r.url.path.rsplit("/", 1)[1]
+    ref = local_refine_from_dict(client.get(f"/rounds/{child}/config").json()["config"])
+    fresh = [m.model_dump(mode="json") for m in codebook_messages(ds.points[20_000:], ref)]
+    for i in range(0, len(fresh), 5000):
+        assert client.post(f"/rounds/{child}/reports/batch", json={"messages": fresh[i:i + 5000]}).status_code == 202
+    r = client.post(f"/ui/rounds/{child}/cluster", data={"csrf": csrf})
+    assert r.status_code == 200
+    assert len(re.findall(r"<tr><td>\d+</td>", r.text)) == 6 and "each device" in r.text
+    assert 'action="/ui/rounds/' + child + '/refine"' not in r.text  # no refine of a refine
