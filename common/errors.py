@@ -24,5 +24,9 @@ class ReportError(ShoalError, ValueError):
     """A device report does not fit the round it claims to belong to."""
 
 
+class BatchTooLarge(ReportError):
+    """A batch holds more reports than the server takes in one request."""
+
+
 class DecodeError(ShoalError):
     """The server cannot decode a round (for instance: no reports)."""

@@ -6,7 +6,8 @@ cores. This client pre-serialises every request, keeps one connection per
 worker alive, and records each request's latency; it runs in its own
 process (``python -m shoal.deploy.bench.loadgen``) and only targets loopback.
 
-Input: a file of request bodies, one JSON document per line. Output: one
+Input: a file of request bodies, one JSON document per line (or, with
+``--content-type`` other than JSON, one base64 body per line). Output: one
 JSON object (requests, seconds, per-status counts, latency percentiles).
 
 Two modes: closed loop (each connection sends as soon as its previous
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import sys
 import time
@@ -33,14 +35,15 @@ from shoal.server.edge.settings import is_loopback
 
 
 async def _worker(host: str, port: int, path: str, headers: bytes, bodies: list[bytes], next_index: list[int],
-                  latencies: list[float], statuses: Counter[int], t0: float, rate: float | None) -> None:
+                  latencies: list[float], statuses: Counter[int], t0: float, rate: float | None,
+                  content_type: str = "application/json") -> None:
     reader, writer = await asyncio.open_connection(host, port)
     try:
         while next_index[0] < len(bodies):
             i = next_index[0]
             body = bodies[i]
             next_index[0] += 1
-            head = (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+            head = (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: {content_type}\r\n"
                     f"Content-Length: {len(body)}\r\n").encode() + headers + b"\r\n"
             t = time.perf_counter()
             if rate is not None:
@@ -62,7 +65,7 @@ async def _worker(host: str, port: int, path: str, headers: bytes, bodies: list[
 
 
 async def run_load(url: str, bodies: list[bytes], concurrency: int, headers: dict[str, str] | None = None,
-                   rate: float | None = None) -> dict[str, object]:
+                   rate: float | None = None, content_type: str = "application/json") -> dict[str, object]:
     """POST every body to ``url`` over ``concurrency`` keep-alive connections
     (closed loop, or open loop at ``rate`` requests/s)."""
     parsed = urlparse(url)
@@ -74,8 +77,8 @@ async def run_load(url: str, bodies: list[bytes], concurrency: int, headers: dic
     statuses: Counter[int] = Counter()
     next_index = [0]
     t = time.perf_counter()
-    await asyncio.gather(*(_worker(host, port, parsed.path, extra, bodies, next_index, latencies, statuses, t, rate)
-                           for _ in range(concurrency)))
+    await asyncio.gather(*(_worker(host, port, parsed.path, extra, bodies, next_index, latencies, statuses, t, rate,
+                                   content_type) for _ in range(concurrency)))
     seconds = time.perf_counter() - t
     lat = np.asarray(latencies) * 1000
     return {
@@ -93,12 +96,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--concurrency", type=int, default=50)
     p.add_argument("--header", action="append", default=[], help="NAME:VALUE, repeatable")
     p.add_argument("--rate", type=float, default=None, help="open loop: requests per second offered")
+    p.add_argument("--content-type", default="application/json",
+                   help="anything but JSON: each line of --bodies is the body in base64")
     args = p.parse_args(argv)
     with open(args.bodies, "rb") as f:
         bodies = [line.rstrip(b"\n") for line in f if line.strip()]
+    if args.content_type != "application/json":
+        bodies = [base64.b64decode(b) for b in bodies]
     headers = dict(h.split(":", 1) for h in args.header)
     try:
-        out = asyncio.run(run_load(args.url, bodies, args.concurrency, headers, args.rate))
+        out = asyncio.run(run_load(args.url, bodies, args.concurrency, headers, args.rate, args.content_type))
     except ValueError as exc:
         print(f"loadgen: {exc}", file=sys.stderr)
         return 2

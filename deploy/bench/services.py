@@ -21,6 +21,7 @@ there (the benchmark fails otherwise).
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import subprocess
 import sys
@@ -32,6 +33,7 @@ from typing import Any
 import httpx
 
 from shoal.client.encoder import encode_arrays
+from shoal.common.binary_wire import CONTENT_TYPE, encode_reports
 from shoal.common.tree_round import config_from_dict
 from shoal.deploy.bench.accuracy import machine
 from shoal.deploy.bench.wrk_load import run_wrk, wrk_path
@@ -54,10 +56,11 @@ def _messages_json(n: int, cfg: Any, seed: int) -> list[str]:
     return [m.model_dump_json() for m in encode_arrays(pts, cfg).to_messages()]
 
 
-def _load(url: str, bodies: list[str], concurrency: int, tmp: Path, rate: float | None = None) -> dict[str, Any]:
+def _load(url: str, bodies: list[str], concurrency: int, tmp: Path, rate: float | None = None,
+          content_type: str | None = None) -> dict[str, Any]:
     path = tmp / "bodies.jsonl"
     path.write_text("\n".join(bodies) + "\n")
-    extra = ["--rate", str(rate)] if rate else []
+    extra = (["--rate", str(rate)] if rate else []) + (["--content-type", content_type] if content_type else [])
     out = subprocess.run([sys.executable, "-m", "shoal.deploy.bench.loadgen", "--url", url, "--bodies", str(path),
                           "--concurrency", str(concurrency), *extra], capture_output=True, text=True, check=True)
     result: dict[str, Any] = json.loads(out.stdout)
@@ -97,6 +100,18 @@ def run_services_bench(args: argparse.Namespace) -> int:
             if res["stored"] != reports or res["statuses"] != {"202": len(bodies)}:
                 problems.append(f"batch load: statuses {res['statuses']}, stored {res['stored']} of {reports}")
             rows["batch"] = res
+            # The same reports' binary form (common/binary_wire.py), same batch size, to a second round.
+            rid2, cfg2 = _create_round(services, reports)
+            batch_cols = encode_arrays(city_locations(reports, seed=1).points, cfg2)
+            binary = [base64.b64encode(encode_reports(batch_cols.select(slice(i, i + batch)))).decode()
+                      for i in range(0, reports, batch)]
+            res = _load(f"{services.server_url}/rounds/{rid2}/reports/binary", binary, 4, tmp, content_type=CONTENT_TYPE)
+            res.update(reports=reports, batch=batch, reports_per_second=reports / res["seconds"],
+                       stored=_stored(services, rid2), bytes_per_report=(len(base64.b64decode(binary[0])) - 4) / batch,
+                       json_bytes_per_report=len(bodies[0]) / batch)
+            if res["stored"] != reports or res["statuses"] != {"202": len(binary)}:
+                problems.append(f"binary batch load: statuses {res['statuses']}, stored {res['stored']} of {reports}")
+            rows["binary"] = res
             for key, rate in (("single", None), ("single_rate", 1000.0)):
                 rid, cfg = _create_round(services, singles)
                 res = _load(f"{services.server_url}/rounds/{rid}/reports", _messages_json(singles, cfg, seed=2), 50,
@@ -172,10 +187,17 @@ def _table(rows: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|---|---|---|",
         f"| batch ingestion, {b['batch']} per POST | {b['requests']} | {b['concurrency']} | {b['seconds']:.1f} | "
         f"{b['reports_per_second']:.0f} | {b['latency_ms']['p50']:.0f} | {b['latency_ms']['p99']:.0f} | {b['statuses']} | {b['stored']} |",
+        f"| binary batch ingestion, {rows['binary']['batch']} per POST (common/binary_wire.py) | {rows['binary']['requests']} | "
+        f"{rows['binary']['concurrency']} | {rows['binary']['seconds']:.1f} | {rows['binary']['reports_per_second']:.0f} | "
+        f"{rows['binary']['latency_ms']['p50']:.0f} | {rows['binary']['latency_ms']['p99']:.0f} | {rows['binary']['statuses']} | "
+        f"{rows['binary']['stored']} |",
         f"| single-message POSTs, closed loop | {s['requests']} | {s['concurrency']} | {s['seconds']:.1f} | "
         f"{s['requests_per_second']:.0f} | {s['latency_ms']['p50']:.1f} | {s['latency_ms']['p99']:.1f} | {s['statuses']} | {s['stored']} |",
         f"| single-message POSTs, open loop at {o['rate']:.0f}/s | {o['requests']} | {o['concurrency']} | {o['seconds']:.1f} | "
         f"{o['requests_per_second']:.0f} | {o['latency_ms']['p50']:.1f} | {o['latency_ms']['p99']:.1f} | {o['statuses']} | {o['stored']} |",
+        "",
+        f"Binary against JSON batches in this run: {rows['binary']['reports_per_second'] / b['reports_per_second']:.2f} x "
+        f"the reports/s; {rows['binary']['bytes_per_report']:.0f} bytes per report against {rows['binary']['json_bytes_per_report']:.0f}.",
         *_wrk_lines(rows),
         "",
         "| shoal sim | users | dataset | via shuffler | wall s | send s | reports/s | decode s | objective | non-private | one center |",

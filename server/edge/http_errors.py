@@ -6,7 +6,14 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from shoal.common.envelope import EnvelopeError
-from shoal.common.errors import ConfigError, DecodeError, PrivacyError, ReportError, ShoalError
+from shoal.common.errors import (
+    BatchTooLarge,
+    ConfigError,
+    DecodeError,
+    PrivacyError,
+    ReportError,
+    ShoalError,
+)
 from shoal.server.rounds.service import RoundStateError
 from shoal.server.storage.store import StorageUnavailable, UnknownRound
 
@@ -17,6 +24,7 @@ STATUS: list[tuple[type[ShoalError], int]] = [
     (UnknownRound, 404),
     (RoundStateError, 409),
     (DecodeError, 409),
+    (BatchTooLarge, 413),
     (ReportError, 422),
     (ConfigError, 422),
     (PrivacyError, 422),

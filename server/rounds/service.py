@@ -30,8 +30,9 @@ from typing import Any
 from numpy.typing import NDArray
 from pydantic import BaseModel
 
+from shoal.common.binary_wire import decode_reports
 from shoal.common.envelope import load_or_create_key, public_key_bytes
-from shoal.common.errors import ConfigError, ReportError, ShoalError
+from shoal.common.errors import BatchTooLarge, ConfigError, ReportError, ShoalError
 from shoal.common.group_commit import GroupCommit, commit_and_settle
 from shoal.common.kinds import DECODE_CHUNK, dump_config, kind_name, parse_config
 from shoal.common.messages import ReportBatch
@@ -241,6 +242,24 @@ class RoundService:
         if len(self._loop_group) == 1:
             asyncio.get_running_loop().call_soon(self._commit_loop_group)
         return self._count(await fut, len(messages))
+
+    def ingest_binary(self, round_id: str, body: bytes, max_reports: int) -> tuple[int, int]:
+        """A binary batch of tree reports (``common/binary_wire.py``): parsed with
+        numpy, validated like JSON reports, stored in one group commit."""
+        kind, cfg = self.round(round_id)
+        if kind.storage != "reports" or isinstance(kind.direct_model(cfg), str):
+            raise RoundStateError(f"round {round_id} is a {kind.name} round: binary batches carry tree reports; "
+                                  "post its reports as JSON")
+        self._require_open(round_id)
+        try:
+            ids, batch = decode_reports(body, round_id)
+            if len(ids) > max_reports:
+                raise BatchTooLarge(f"binary batch of {len(ids)} reports exceeds {max_reports}")
+            batch.validate(cfg)
+        except ShoalError:
+            self.metrics["rejected_invalid"] += 1
+            raise
+        return self._count(self._store(kind, round_id, ids, batch), len(ids))
 
     def ingest_sealed(self, round_id: str, sealed: list[str]) -> tuple[int, int, list[Refused]]:
         """A shuffled batch, item by item (``rounds/sealed.py``): returns (new,

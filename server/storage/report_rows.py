@@ -13,11 +13,13 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from shoal.common.binary_wire import (  # the wire row is the stored row
+    TREE_ROW,
+    batch_from_rows,
+    tree_rows,
+)
 from shoal.common.errors import ShoalError
 from shoal.common.messages import ReportBatch
-
-TREE_ROW = np.dtype([("hist_level", "i1"), ("hist_seed", "<u2"), ("hist_bucket", "<u4"), ("vec_level", "i1"),
-                     ("vec_row", "<u4"), ("vec_nonce", "<u8"), ("vec_index", "<u2")])
 
 
 class StoreError(ShoalError):
@@ -40,15 +42,7 @@ def pack_tree(batch: ReportBatch) -> list[bytes]:
     """Each report of a wire batch as its ``TREE_ROW`` bytes."""
     if not batch.is_wire:
         raise StoreError("a simulation batch (decoded vectors, no codebook indices) cannot be stored")
-    rows = np.zeros(len(batch), dtype=TREE_ROW)
-    rows["hist_level"] = batch.hist_level
-    rows["hist_seed"] = batch.hist_seed
-    rows["hist_bucket"] = batch.hist_bucket
-    rows["vec_level"] = batch.vec_level
-    rows["vec_row"] = batch.vec_row
-    rows["vec_nonce"] = batch.vec_nonce
-    rows["vec_index"] = np.maximum(batch.vec_index, 0)
-    raw = rows.tobytes()
+    raw = tree_rows(batch).tobytes()
     w = TREE_ROW.itemsize
     return [raw[i * w:(i + 1) * w] for i in range(len(batch))]
 
@@ -57,13 +51,7 @@ def unpack_tree(raw: bytes, round_id: str) -> ReportBatch:
     """The ``ReportBatch`` of concatenated ``TREE_ROW`` rows."""
     if len(raw) % TREE_ROW.itemsize:
         raise StoreError(f"stored rows are not {TREE_ROW.itemsize}-byte tree reports")
-    rows = np.frombuffer(raw, dtype=TREE_ROW)
-    n = rows.shape[0]
-    vec_level = rows["vec_level"].astype(np.int64)
-    index = np.where(vec_level >= 0, rows["vec_index"].astype(np.int64), -1)
-    return ReportBatch(round_id, rows["hist_level"].astype(np.int64), rows["hist_seed"].astype(np.int64),
-                       rows["hist_bucket"].astype(np.int64), vec_level, rows["vec_row"].astype(np.int64),
-                       np.zeros((n, 0)), rows["vec_nonce"].astype(np.uint64), index)
+    return batch_from_rows(np.frombuffer(raw, dtype=TREE_ROW), round_id)
 
 
 def pack_words(rows: NDArray[np.uint64] | NDArray[np.float64]) -> list[bytes]:

@@ -57,8 +57,12 @@ def test_each_invalid_round_parameter_is_a_422_naming_it(client, change, needle)
     assert needle in r.text
 
 
-def test_a_round_over_the_decode_memory_budget_is_refused_with_the_memory_it_needs(client):
-    r = _create(client, k=1000, dim=10_000, epsilon=8.0, n_expected=10**6)
+def test_a_round_over_the_decode_memory_budget_is_refused_with_the_memory_it_needs(tmp_path):
+    # A decode streams its rows (one chunk at a time): what it needs is the tree's tables, 5.6 GiB here.
+    app = create_app(Settings(db_url=f"sqlite:///{tmp_path}/m.db", key_path=f"{tmp_path}/k.pem", operator_token=OP,
+                              shuffler_token="s" * 20, decode_memory_bytes=4 << 30))
+    with TestClient(app, raise_server_exceptions=False) as client:
+        r = _create(client, k=1000, dim=10_000, epsilon=8.0, n_expected=10**6)
     assert r.status_code == 422
     assert "would need about" in r.text and "GiB" in r.text and "SHOAL_DECODE_MEMORY_BYTES" in r.text
 
