@@ -19,8 +19,10 @@ import numpy as np
 from shoal.client.kinds import device_kind
 from shoal.client.ledger import Ledger, Spend
 from shoal.client.participation import Participation, TransportError
+from shoal.common.binary_wire import CONTENT_TYPE, messages_to_binary
 from shoal.common.errors import ReportError
 from shoal.common.kinds import config_kinds, kind_name, parse_config
+from shoal.common.messages import DeviceMessage
 from shoal.common.signing import config_digest, pinned_key, verify_config
 
 if TYPE_CHECKING:
@@ -42,6 +44,7 @@ class Device:
         device_token: str | None = None,
         allow_no_local_guarantee: bool = False,
         server_key: str | None = None,
+        binary: bool = True,
     ) -> None:
         """``shuffler_url`` is needed for shuffle-model rounds; ``device_token``,
         issued by the shuffler's operator (``POST /enrol``), identifies this
@@ -50,7 +53,9 @@ class Device:
         (refine, shuffle-model sketches), whose shares have no local guarantee;
         ``server_key``: the server identity's fingerprint, given out of band
         (else ``SHOAL_SERVER_KEY``): configs must carry its valid signature,
-        and shuffle-model or secure-sum rounds are refused without one."""
+        and shuffle-model or secure-sum rounds are refused without one;
+        ``binary``: send a tree report in its 42-byte binary form
+        (``common/binary_wire.py``) instead of JSON."""
         self.server_url = server_url.rstrip("/")
         self.shuffler_url = shuffler_url.rstrip("/") if shuffler_url else None
         self.device_token = device_token
@@ -60,6 +65,7 @@ class Device:
         self.retries = retries
         self.backoff = backoff
         self._http = client
+        self.binary = binary
 
     def fetch_config(self, round_id: str) -> Any:
         """The round's config, parsed and re-validated by its kind (a shuffle
@@ -99,6 +105,9 @@ class Device:
                                      "operator enrolled there (Device(device_token=...), POST /enrol on the shuffler)")
             r = self._request("POST", f"/rounds/{round_id}/messages", base=self.shuffler_url, content=message.encode(),
                               headers={"content-type": "application/json", "X-Device-Token": self.device_token})
+        elif self.binary and (body := _binary_body(message)) is not None:
+            r = self._request("POST", f"/rounds/{round_id}/reports/binary", content=body,
+                              headers={"content-type": CONTENT_TYPE})
         else:
             r = self._request("POST", f"/rounds/{round_id}/reports", content=message.encode(),
                               headers={"content-type": "application/json"})
@@ -144,6 +153,15 @@ class Device:
                 time.sleep(delay)
                 delay *= 2
         raise TransportError(f"{method} {path} failed after {self.retries + 1} attempts: {last}")
+
+
+def _binary_body(message: str) -> bytes | None:
+    """A recorded tree report (JSON) as its binary body; None for other kinds' messages."""
+    try:
+        parsed = DeviceMessage.model_validate_json(message)
+    except ValueError:
+        return None
+    return messages_to_binary([parsed])
 
 
 def _checked_point(round_id: str, config: dict[str, Any], point: np.ndarray | list[float]) -> np.ndarray:

@@ -26,7 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shoal.common.errors import ReportError
-from shoal.common.messages import ReportBatch
+from shoal.common.messages import DeviceMessage, ReportBatch
 
 MAGIC = b"SHB"
 VERSION = 1
@@ -88,3 +88,23 @@ def decode_reports(body: bytes, round_id: str) -> tuple[list[str], ReportBatch]:
     records = np.frombuffer(payload, dtype=RECORD)
     ids = records["message_id"].tobytes().hex()
     return [ids[32 * i:32 * (i + 1)] for i in range(records.shape[0])], batch_from_rows(records["row"], round_id)
+
+
+def messages_to_binary(messages: list[DeviceMessage]) -> bytes:
+    """The binary body of tree reports held as wire messages, with their own
+    message ids (a device converts its recorded JSON message when it sends:
+    a retry resends the same id, so the server still counts it once)."""
+    n = len(messages)
+    cols = {name: np.full(n, -1 if name.endswith("level") else 0, dtype=np.int64)
+            for name in ("hist_level", "hist_seed", "hist_bucket", "vec_level", "vec_row", "vec_index")}
+    nonce = np.zeros(n, dtype=np.uint64)
+    for i, m in enumerate(messages):
+        if m.hist is not None:
+            cols["hist_level"][i], cols["hist_seed"][i], cols["hist_bucket"][i] = m.hist.level, m.hist.seed_index, m.hist.bucket
+        if m.vec is not None:
+            cols["vec_level"][i], cols["vec_row"][i], cols["vec_index"][i] = m.vec.level, m.vec.row, m.vec.index
+            nonce[i] = int(m.vec.nonce, 16)
+    cols["vec_index"][cols["vec_level"] < 0] = -1
+    batch = ReportBatch(messages[0].round_id if n else "", cols["hist_level"], cols["hist_seed"], cols["hist_bucket"],
+                        cols["vec_level"], cols["vec_row"], np.zeros((n, 0)), nonce, cols["vec_index"])
+    return encode_reports(batch, [m.message_id for m in messages])

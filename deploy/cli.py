@@ -64,6 +64,9 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
                         help="FILE.npy datasets: public L2 bound (default 1, with the clipped fraction printed)")
         sm.add_argument("--box", default=None, metavar="LOW,..:HIGH,..",
                         help="FILE.npy datasets: public per-feature box instead of --radius")
+        sm.add_argument("--wire", choices=("binary", "json"), default="binary",
+                        help="how devices sent directly send tree reports: binary (42 bytes, common/binary_wire.py) "
+                             "or JSON")
         sm.add_argument("--concurrency", type=int, default=50)
         sm.add_argument("--workers", type=int, default=2, help="device processes (httpx clients) sharing --concurrency")
         sm.add_argument("--min-batch", type=int, default=100,

@@ -30,10 +30,11 @@ import httpx
 import numpy as np
 
 from shoal.client.kinds import device_kind
+from shoal.common.binary_wire import CONTENT_TYPE, messages_to_binary
 from shoal.common.envelope import seal
 from shoal.common.errors import ConfigError
 from shoal.common.kinds import kind_name, parse_config
-from shoal.common.messages import sealed_share_parts
+from shoal.common.messages import DeviceMessage, sealed_share_parts
 from shoal.common.signing import config_digest
 from shoal.deploy.datasets import (
     Dataset,
@@ -320,6 +321,10 @@ def _device_bodies(args: argparse.Namespace, ds: Dataset, rnd: dict[str, Any], s
         return via_shuffler([json.dumps({"sealed": base64.b64encode(seal(m.model_dump_json().encode(), key, rid)).decode(),
                                          "config_digest": digest}).encode()
                              for m in messages])
+    if getattr(args, "wire", "binary") == "binary" and messages and all(isinstance(m, DeviceMessage) for m in messages):
+        tree = [m for m in messages if isinstance(m, DeviceMessage)]  # tree reports: 42 bytes each (binary_wire.py)
+        bodies = [messages_to_binary([m]) for m in tree]
+        return bodies, [f"{server_url}/rounds/{rid}/reports/binary"] * len(bodies), [{"content-type": CONTENT_TYPE}] * len(bodies)
     bodies = [m.model_dump_json().encode() for m in messages]
     return bodies, [f"{server_url}/rounds/{rid}/reports"] * len(bodies), [{"content-type": "application/json"}] * len(bodies)
 

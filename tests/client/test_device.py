@@ -186,3 +186,18 @@ def test_a_local_refine_round_takes_fresh_devices_only(server, tmp_path):
     with pytest.raises(PrivacyError, match="fresh devices only"):  # a sibling of a round it answered
         fresh.participate(second, [0.1, 0.2, 0.3])
     assert httpx.get(server.url + f"/rounds/{first}").json()["reports"] == 1
+
+
+def test_a_device_sends_its_tree_report_in_binary_and_a_retry_is_counted_once(server, tmp_path):
+    seen = []
+    client = httpx.Client(base_url=server.url, event_hooks={"request": [lambda r: seen.append(r)]})
+    rid = _round(server)
+    dev = Device(server.url, tmp_path / "ledger.json", cap=5.0, client=client)
+    assert dev.participate(rid, [0.1, 0.2, 0.3]) == {"accepted": 1, "duplicates": 0}
+    assert dev.participate(rid, [0.1, 0.2, 0.3]) == {"accepted": 0, "duplicates": 1}
+    posts = [r for r in seen if r.method == "POST"]
+    assert [r.url.path for r in posts] == [f"/rounds/{rid}/reports/binary"] * 2
+    assert posts[0].headers["content-type"] == "application/x-shoal-reports" and len(posts[0].content) == 42
+    json_dev = Device(server.url, tmp_path / "other.json", cap=5.0, binary=False)
+    assert json_dev.participate(rid, [0.1, 0.2, 0.3]) == {"accepted": 1, "duplicates": 0}
+    assert httpx.get(server.url + f"/rounds/{rid}").json()["reports"] == 2

@@ -62,3 +62,16 @@ def test_message_ids_must_match_the_reports():
         encode_reports(batch, ["0" * 32] * 2)
     with pytest.raises(ReportError, match="32 hex digits"):
         encode_reports(batch, ["zz" * 16] * 3)
+
+
+def test_recorded_json_messages_convert_to_the_same_binary_rows_and_ids():
+    from shoal.common.binary_wire import messages_to_binary
+    from shoal.common.messages import ReportBatch
+
+    cfg, batch = _batch(50)
+    messages = batch.to_messages()
+    ids, back = decode_reports(messages_to_binary(messages), "r")
+    assert ids == [m.message_id for m in messages]
+    want = ReportBatch.from_messages(messages, cfg)
+    for name in ("hist_level", "hist_seed", "hist_bucket", "vec_level", "vec_row", "vec_nonce", "vec_index"):
+        assert np.array_equal(getattr(back, name), getattr(want, name)), name
