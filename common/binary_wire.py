@@ -12,8 +12,8 @@ message id's 16 bytes, behind a 4-byte header:
 
 38 bytes per device (1.0 x the randomiser output and ids), against ~230
 for JSON. The round comes from the URL (``POST /rounds/{id}/reports/binary``,
-Content-Type ``application/x-shoal-reports``); a level of -1 means "no such
-report". Parsing is one ``np.frombuffer``; the server validates the columns
+Content-Type ``application/octet-stream``: the header, not a media type,
+says what the bytes are); a level of -1 means "no such report". Parsing is one ``np.frombuffer``; the server validates the columns
 exactly as it validates JSON reports (``ReportBatch.validate``). The store
 keeps the same 22-byte row (``server/storage/report_rows.py``).
 """
@@ -31,7 +31,7 @@ from shoal.common.messages import DeviceMessage, ReportBatch
 MAGIC = b"SHB"
 VERSION = 1
 HEADER = MAGIC + bytes([VERSION])
-CONTENT_TYPE = "application/x-shoal-reports"
+CONTENT_TYPE = "application/octet-stream"
 TREE_ROW = np.dtype([("hist_level", "i1"), ("hist_seed", "<u2"), ("hist_bucket", "<u4"), ("vec_level", "i1"),
                      ("vec_row", "<u4"), ("vec_nonce", "<u8"), ("vec_index", "<u2")])
 RECORD = np.dtype([("message_id", "V16"), ("row", TREE_ROW)])

@@ -48,7 +48,7 @@ def test_binary_batches_need_their_content_type_and_a_header(server):
     rid, cfg = _round(server)
     body = encode_reports(encode_arrays(paper_mixture(10, d=4, k=3, seed=3).points, cfg))
     r = httpx.post(server.url + f"/rounds/{rid}/reports/binary", content=body,
-                   headers={"content-type": "application/octet-stream"})
+                   headers={"content-type": "application/json"})
     assert r.status_code == 415 and CONTENT_TYPE in r.text
     r = httpx.post(server.url + f"/rounds/{rid}/reports/binary", content=b"not a batch", headers=BIN)
     assert r.status_code == 422 and "must start with" in r.text
