@@ -51,7 +51,7 @@ from shoal.server.rounds.kinds.local_refine import LocalRefineServer
 from shoal.server.rounds.kinds.refine import KIND as REFINE
 from shoal.server.rounds.kinds.refine import RefineServer
 from shoal.server.rounds.sealed import Refused, open_items, valid_part
-from shoal.server.storage.store import RoundRow, open_store
+from shoal.server.storage.store import NOT_OPEN, RoundRow, open_store
 
 log = logging.getLogger("shoal.server.rounds")
 
@@ -289,7 +289,10 @@ class RoundService:
     def _store_payloads(self, round_id: str, message_ids: list[str], rows: NDArray[Any]) -> int:
         with self._state_lock:
             self._require_open(round_id)
-            return self.store.add_payloads(round_id, message_ids, rows)
+            new = self.store.add_payloads(round_id, message_ids, rows, only_open=True)
+            if new == NOT_OPEN:
+                raise self._not_open(round_id)
+            return new
 
     def _commit(self, groups: list[Pending]) -> list[int | BaseException]:
         """GroupCommit's writer: one transaction for every open round's reports;
@@ -302,8 +305,21 @@ class RoundService:
                 except ShoalError as exc:
                     refused[i] = exc
             ok = [i for i in range(len(groups)) if i not in refused]
-            counts = dict(zip(ok, self.store.add_report_groups([groups[i] for i in ok]) if ok else [], strict=True))
+            stored = self.store.add_report_groups([groups[i] for i in ok], only_open=True) if ok else []
+            counts = dict(zip(ok, stored, strict=True))
+            for i, c in counts.items():
+                if c == NOT_OPEN:  # another replica closed, decoded or deleted it: the database says so
+                    refused[i] = self._not_open(groups[i][0])
             return [refused[i] if i in refused else counts[i] for i in range(len(groups))]
+
+    def _not_open(self, round_id: str) -> RoundStateError:
+        """The error for a round the store found not open, its cached state dropped."""
+        self._states.pop(round_id, None)
+        try:
+            state = self.store.get_state(round_id)
+        except ShoalError:
+            state = "deleted"
+        return RoundStateError(f"round {round_id} is {state}, not open")
 
     def _commit_loop_group(self) -> None:
         """Event-loop group commit (comment in ``__init__``): every single report

@@ -18,6 +18,7 @@ class PostgresStore(Store):
     without_rowid = ""
     insert_ignore = "INSERT INTO"
     on_conflict = " ON CONFLICT DO NOTHING"
+    lock_shared = " FOR SHARE"
 
     def __init__(self, url: str) -> None:
         super().__init__()

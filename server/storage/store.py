@@ -36,6 +36,7 @@ ROUND_STATES = ("open", "closed", "decoding", "done", "failed")
 WAL_TRUNCATE_BYTES = 16 << 20  # a WAL file past this is checkpointed and emptied
 WAL_KEEP_BYTES = 4 << 20  # the WAL file is cut back to this once its log restarts
 _CHUNK = 4000  # rows (x 3 parameters) per statement: under SQLite's 32766 and PostgreSQL's 65535
+NOT_OPEN = -1  # ``_add_row_groups``: the group's round was not open when the transaction read it
 T = TypeVar("T")
 Run = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
 
@@ -78,6 +79,7 @@ class Store(abc.ABC):
     without_rowid = " WITHOUT ROWID"
     insert_ignore = "INSERT OR IGNORE INTO"
     on_conflict = ""
+    lock_shared = ""  # SQLite: the write transaction already excludes every other writer
     integrity_errors: tuple[type[BaseException], ...] = (sqlite3.IntegrityError,)
 
     def __init__(self) -> None:
@@ -317,21 +319,31 @@ class Store(abc.ABC):
         """Store validated reports; returns how many were new (duplicates are ignored)."""
         return self.add_report_groups([(round_id, message_ids, batch)])[0]
 
-    def add_report_groups(self, groups: list[tuple[str, list[str], ReportBatch]]) -> list[int]:
-        """Several requests' reports in one transaction (group commit); new rows per group."""
+    def add_report_groups(self, groups: list[tuple[str, list[str], ReportBatch]], only_open: bool = False) -> list[int]:
+        """Several requests' reports in one transaction (group commit); new rows
+        per group (``NOT_OPEN`` for a group refused by ``only_open``)."""
         return self._add_row_groups([(rid, report_rows.message_keys(ids), report_rows.pack_tree(batch))
-                                     for rid, ids, batch in groups])
+                                     for rid, ids, batch in groups], only_open)
 
-    def add_payloads(self, round_id: str, message_ids: list[str], rows: NDArray[np.uint64] | NDArray[np.float64]) -> int:
+    def add_payloads(self, round_id: str, message_ids: list[str], rows: NDArray[np.uint64] | NDArray[np.float64],
+                     only_open: bool = False) -> int:
         """Fixed-width reports that are one array row each (secure-sum shares
         of refine and shuffle-model sketch rounds, uint64; local sketches,
         float64), stored as little-endian words, in one transaction; returns
-        how many were new."""
-        return self._add_row_groups([(round_id, report_rows.message_keys(message_ids), report_rows.pack_words(rows))])[0]
+        how many were new (``NOT_OPEN`` if ``only_open`` refused them)."""
+        return self._add_row_groups([(round_id, report_rows.message_keys(message_ids), report_rows.pack_words(rows))],
+                                    only_open)[0]
 
-    def _add_row_groups(self, groups: list[tuple[str, list[bytes], list[bytes]]]) -> list[int]:
+    def _add_row_groups(self, groups: list[tuple[str, list[bytes], list[bytes]]], only_open: bool = False) -> list[int]:
         """(round, message keys, packed rows) of several groups in one
         transaction, skipping message ids already stored; new rows per group.
+
+        ``only_open``: each round's state is read in the same transaction
+        (PostgreSQL: ``FOR SHARE``, so a concurrent close or decode waits for
+        this commit and a later one sees it; SQLite: the write lock), and the
+        groups of a round that is not ``open`` are not stored (``NOT_OPEN``).
+        This, not a process's cache, is what makes replicas agree (issue 19:
+        a round closed on one replica was still taking reports on another).
 
         Few, large statements on purpose: the duplicates are looked up with one
         ``IN`` query per round and the new rows inserted with one multi-row
@@ -342,10 +354,17 @@ class Store(abc.ABC):
         seqs = {rid: self._seq(rid) for rid, _, _ in groups}
 
         def work(run: Run) -> list[int]:
+            shut: set[int] = set()
+            if only_open:
+                for seq in set(seqs.values()):
+                    st = run(self._sql(f"SELECT state FROM rounds WHERE seq = ?{self.lock_shared}"), (seq,))
+                    if not st or st[0][0] != "open":
+                        shut.add(seq)
             seen: set[tuple[int, bytes]] = set()
             by_round: dict[int, list[bytes]] = {}
             for rid, keys, _ in groups:
-                by_round.setdefault(seqs[rid], []).extend(keys)
+                if seqs[rid] not in shut:
+                    by_round.setdefault(seqs[rid], []).extend(keys)
             for seq, keys in by_round.items():
                 for i in range(0, len(keys), _CHUNK):
                     chunk = keys[i:i + _CHUNK]
@@ -356,6 +375,9 @@ class Store(abc.ABC):
             counts = []
             for rid, keys, packed in groups:
                 before, seq = len(new_rows), seqs[rid]
+                if seq in shut:
+                    counts.append(NOT_OPEN)
+                    continue
                 for key, row in zip(keys, packed, strict=True):
                     if (seq, key) not in seen:
                         seen.add((seq, key))
