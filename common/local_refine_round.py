@@ -55,12 +55,17 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.bounds import PublicBound, clip_to_ball, published, unpublished
+from shoal.common.bounds import PublicBound, clip_to_ball
 from shoal.common.errors import ConfigError
 from shoal.common.events import PrivUnitEvent
 from shoal.common.kinds import ConfigKind, Mixing, decode_chunk_rows
 from shoal.common.privunit import PrivUnitParams, decode
-from shoal.common.refine_round import NOISE_GATE, split_candidates
+from shoal.common.refine_round import (
+    NOISE_GATE,
+    centers_config_from_dict,
+    centers_config_to_dict,
+    split_candidates,
+)
 from shoal.common.tree_round import derive_config
 
 NAME = "local_refine"
@@ -247,20 +252,14 @@ def refine_devices(n: int, dim: int, k: int, epsilon: float) -> float:
 
 
 def local_refine_to_dict(config: LocalRefineConfig) -> dict[str, Any]:
-    out = published(config, NAME)
-    out["centers"] = [list(c) for c in config.centers]
-    return out
+    return centers_config_to_dict(config, NAME)
 
 
 def local_refine_from_dict(data: dict[str, Any]) -> LocalRefineConfig:
     """Inverse of ``local_refine_to_dict``; validates everything again (devices call it)."""
-    try:
-        fields, bound = unpublished(data)
-        centers = tuple(tuple(float(v) for v in c) for c in fields.pop("centers"))
-        params = PrivUnitParams(**fields.pop("privunit"))
-        return LocalRefineConfig(bound=bound, centers=centers, privunit=params, **fields)
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise ConfigError(f"not a local refine config: {exc}") from exc
+    config: LocalRefineConfig = centers_config_from_dict(data, LocalRefineConfig, "privunit", PrivUnitParams,
+                                                         "local refine")
+    return config
 
 
 # The shared half of the local refine kind (``common/kinds.py``): reports are

@@ -267,22 +267,34 @@ def refined_centers(total: NDArray[np.float64], config: RefineConfig) -> tuple[N
     return config.bound.project_ball(means), np.maximum(counts, 0.0)
 
 
-def refine_to_dict(config: RefineConfig) -> dict[str, Any]:
-    """The published config of a refine round (``kind`` tells it from a tree round)."""
-    out = published(config, NAME)
+def centers_config_to_dict(config: Any, name: str) -> dict[str, Any]:
+    """A published config that carries its parent's centers (refine kinds)."""
+    out = published(config, name)
     out["centers"] = [list(c) for c in config.centers]
     return out
 
 
-def refine_from_dict(data: dict[str, Any]) -> RefineConfig:
-    """Inverse of ``refine_to_dict``; validates everything again (devices call it)."""
+def centers_config_from_dict(data: dict[str, Any], cls: Any, nested: str, nested_cls: Any, what: str) -> Any:
+    """Inverse of ``centers_config_to_dict`` for ``cls`` whose field ``nested``
+    is a ``nested_cls``; validates everything again (devices call it)."""
     try:
         fields, bound = unpublished(data)
         centers = tuple(tuple(float(v) for v in c) for c in fields.pop("centers"))
-        params = SecureSumParams(**fields.pop("secure_sum"))
-        return RefineConfig(bound=bound, centers=centers, secure_sum=params, **fields)
+        inner = nested_cls(**fields.pop(nested))
+        return cls(bound=bound, centers=centers, **{nested: inner}, **fields)
     except (KeyError, TypeError, AttributeError) as exc:
-        raise ConfigError(f"not a refine config: {exc}") from exc
+        raise ConfigError(f"not a {what} config: {exc}") from exc
+
+
+def refine_to_dict(config: RefineConfig) -> dict[str, Any]:
+    """The published config of a refine round (``kind`` tells it from a tree round)."""
+    return centers_config_to_dict(config, NAME)
+
+
+def refine_from_dict(data: dict[str, Any]) -> RefineConfig:
+    """Inverse of ``refine_to_dict``; validates everything again (devices call it)."""
+    config: RefineConfig = centers_config_from_dict(data, RefineConfig, "secure_sum", SecureSumParams, "refine")
+    return config
 
 
 # The shared half of the refine kind (``common/kinds.py``).

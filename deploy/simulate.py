@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import resource
 import time
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -78,6 +79,15 @@ def format_centers(centers: list[list[float]], precision: int = 4) -> str:
 
 
 def peak_rss_mb() -> float:
+    """This process image's peak RSS in MB: VmHWM (which an exec resets, and
+    ``clear_refs`` can reset), else ru_maxrss (which Linux carries over from
+    a forking parent)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
-import resource
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -33,6 +32,7 @@ import numpy as np
 
 from shoal.deploy.bench.accuracy import machine
 from shoal.deploy.datasets import Dataset, balcan_mixture, load_letter, load_uber, paper_mixture
+from shoal.deploy.simulate import peak_rss_mb
 
 DELTA = 1e-6
 METHODS = ("shoal", "shoal-000", "shoal-003", "google", "diffprivlib")  # shoal: auto (gridhist above d')
@@ -98,13 +98,7 @@ def _reset_peak() -> None:
 
 def _peak_mb() -> float:
     """VmHWM since ``_reset_peak`` (ru_maxrss where /proc is not there), MB."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return peak_rss_mb()
 
 
 def _reference(name: str, n: int, seed: int, data_dir: str, smoke: bool) -> dict[str, float]:

@@ -51,19 +51,12 @@ def build_store(path: Path, n: int, dim: int, k: int, eps: float) -> dict[str, A
 
 
 def high_water_mb() -> float:
-    """This process image's peak RSS: VmHWM, which an exec resets. (ru_maxrss
-    is not: Linux carries the forking parent's peak into the child, so a
-    child of a 1 GB benchmark process would report 1 GB before doing
-    anything.)"""
-    import resource
+    """This process image's peak RSS (VmHWM: ``simulate.peak_rss_mb``). Not
+    ru_maxrss: Linux carries the forking parent's peak into the child, so a
+    child of a 1 GB benchmark process would report 1 GB before doing anything."""
+    from shoal.deploy.simulate import peak_rss_mb
 
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return peak_rss_mb()
 
 
 def decode_once(path: str, chunked: bool) -> dict[str, Any]:
