@@ -64,6 +64,7 @@ from shoal.common.refine_round import (
     NOISE_GATE,
     centers_config_from_dict,
     centers_config_to_dict,
+    check_centers,
     split_candidates,
 )
 from shoal.common.tree_round import derive_config
@@ -99,18 +100,10 @@ class LocalRefineConfig:
     keep: int = 0  # > 0: the decode reduces the k candidates to this many centers (split rounds)
 
     def __post_init__(self) -> None:
-        if self.k < 1 or self.dim < 1:
-            raise ConfigError(f"local refine needs k >= 1 and dim >= 1, got k={self.k}, dim={self.dim}")
         if self.k * (self.dim + 1) > MAX_BLOCK_DIM:
             raise ConfigError(f"local refine reports have k (d + 1) = {self.k * (self.dim + 1)} dimensions, "
                               f"over {MAX_BLOCK_DIM}: lower k or the dimension")
-        if isinstance(self.keep, bool) or not isinstance(self.keep, int) or not 0 <= self.keep <= self.k:
-            raise ConfigError(f"local refine keep must be in [0, k={self.k}], got {self.keep}")
-        c = np.asarray(self.centers, dtype=np.float64)
-        if c.shape != (self.k, self.dim):
-            raise ConfigError(f"local refine centers have shape {c.shape}, expected ({self.k}, {self.dim})")
-        if not np.all(np.isfinite(c)) or np.any(np.linalg.norm(c, axis=1) > 1 + 1e-9):
-            raise ConfigError("local refine centers must be finite points of the unit ball")
+        check_centers("local refine", self.k, self.dim, self.keep, self.centers)
         if self.privunit.dim != self.k * (self.dim + 1):
             raise ConfigError(f"local refine PrivUnit has dim {self.privunit.dim}, expected k (d + 1) = "
                               f"{self.k * (self.dim + 1)}")

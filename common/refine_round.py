@@ -70,15 +70,7 @@ class RefineConfig:
     keep: int = 0  # > 0: the decode reduces the k candidates to this many centers (split rounds)
 
     def __post_init__(self) -> None:
-        if self.k < 1 or self.dim < 1:
-            raise ConfigError(f"refine needs k >= 1 and dim >= 1, got k={self.k}, dim={self.dim}")
-        if isinstance(self.keep, bool) or not isinstance(self.keep, int) or not 0 <= self.keep <= self.k:
-            raise ConfigError(f"refine keep must be in [0, k={self.k}], got {self.keep}")
-        c = np.asarray(self.centers, dtype=np.float64)
-        if c.shape != (self.k, self.dim):
-            raise ConfigError(f"refine centers have shape {c.shape}, expected ({self.k}, {self.dim})")
-        if not np.all(np.isfinite(c)) or np.any(np.linalg.norm(c, axis=1) > 1 + 1e-9):
-            raise ConfigError("refine centers must be finite points of the unit ball")
+        check_centers("refine", self.k, self.dim, self.keep, self.centers)
         s = self.secure_sum
         if s.length != self.k * (self.dim + 1):
             raise ConfigError(f"secure sum length {s.length} != k (d + 1) = {self.k * (self.dim + 1)}")
@@ -100,6 +92,20 @@ class RefineConfig:
     def event(self) -> SecureSumEvent:
         s = self.secure_sum
         return SecureSumEvent(s.epsilon, s.delta, s.min_devices, s.shares, s.noise)
+
+
+def check_centers(what: str, k: int, dim: int, keep: int, centers: tuple[tuple[float, ...], ...]) -> None:
+    """The parent-centers part of a refine kind's config: k, d >= 1, 0 <= keep
+    <= k, and k finite centers of the unit ball in d dimensions."""
+    if k < 1 or dim < 1:
+        raise ConfigError(f"{what} needs k >= 1 and dim >= 1, got k={k}, dim={dim}")
+    if isinstance(keep, bool) or not isinstance(keep, int) or not 0 <= keep <= k:
+        raise ConfigError(f"{what} keep must be in [0, k={k}], got {keep}")
+    c = np.asarray(centers, dtype=np.float64)
+    if c.shape != (k, dim):
+        raise ConfigError(f"{what} centers have shape {c.shape}, expected ({k}, {dim})")
+    if not np.all(np.isfinite(c)) or np.any(np.linalg.norm(c, axis=1) > 1 + 1e-9):
+        raise ConfigError(f"{what} centers must be finite points of the unit ball")
 
 
 def derive_refine(

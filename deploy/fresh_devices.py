@@ -36,8 +36,7 @@ def local_refine_in_process(points: NDArray[np.float64], parent_ball_centers: ND
     acc = CodebookTotal(cfg)
     t = time.perf_counter()
     for lo in range(0, points.shape[0], CHUNK):
-        acc.total += sample_decoded(block_vectors(points[lo : lo + CHUNK], cfg), cfg.privunit, rng).sum(axis=0)
-        acc.devices += min(CHUNK, points.shape[0] - lo)
+        acc.add_decoded(sample_decoded(block_vectors(points[lo : lo + CHUNK], cfg), cfg.privunit, rng))
     centers, sizes, lam = local_refine_answer(acc, np.random.default_rng([seed, 29]), shrink)
     return {"ball_centers": centers, "sizes": sizes, "shrink": lam, "config": cfg, "devices": acc.devices,
             "seconds": time.perf_counter() - t}

@@ -100,3 +100,21 @@ def stored_message_ids(db_url: str, round_id: str) -> list[str]:
     finally:
         con.close()
     return [str(r[0]).lower() for r in rows]
+
+
+def done_tree_round(server, points) -> tuple[str, dict]:
+    """A local lsh tree round (k=3) of ``points``' devices, reported and clustered
+    over the server's socket: its id and result (refine rounds open on it)."""
+    from shoal.client.encoder import encode_arrays
+    from shoal.common.tree_round import config_from_dict
+
+    body = {"k": 3, "dim": points.shape[1], "epsilon": 8.0, "n_expected": points.shape[0], "encoder": "lsh"}
+    rnd = httpx.post(server.url + "/rounds", json=body, headers=server.op_headers()).json()
+    cfg = config_from_dict(rnd["config"])
+    msgs = [m.model_dump(mode="json") for m in encode_arrays(points, cfg).to_messages()]
+    for lo in range(0, len(msgs), 5000):
+        assert httpx.post(server.url + f"/rounds/{rnd['id']}/reports/batch", json={"messages": msgs[lo:lo + 5000]},
+                          timeout=60).status_code == 202
+    r = httpx.post(server.url + f"/rounds/{rnd['id']}/cluster", headers=server.op_headers(), timeout=120)
+    assert r.status_code == 200, r.text
+    return rnd["id"], r.json()

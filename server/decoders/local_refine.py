@@ -12,7 +12,6 @@ from numpy.typing import NDArray
 
 from shoal.common.local_refine_round import (
     LocalRefineConfig,
-    count_noise_sd,
     decoded_sum,
     refined_centers,
 )
@@ -33,6 +32,12 @@ class CodebookTotal:
         rows = np.asarray(rows, dtype=np.uint64).reshape(-1, 2)
         self.total += decoded_sum(rows[:, 0], rows[:, 1].astype(np.int64), self.config)
         self.devices += rows.shape[0]
+
+    def add_decoded(self, vectors: NDArray[np.float64]) -> None:
+        """Reports already decoded (n, k (d + 1)): the simulator's path
+        (``deploy/fresh_devices.py``, drawn from their distribution)."""
+        self.total += vectors.sum(axis=0)
+        self.devices += vectors.shape[0]
 
     def merge(self, other: CodebookTotal) -> None:
         self.total += other.total
@@ -71,7 +76,3 @@ def local_refine_statement(config: LocalRefineConfig, parent_privacy: dict[str, 
         "guarantees": [local_guarantee(config.epsilon)],
         "rounds": [parent_privacy, {"round": config.round_id, "device_epsilon": config.epsilon}],
     }
-
-
-def count_sd(acc: CodebookTotal) -> float:
-    return count_noise_sd(acc.devices, acc.config)

@@ -15,11 +15,15 @@ from pydantic import BaseModel
 
 from shoal.common.bounds import PublicBound
 from shoal.common.errors import ConfigError, ReportError
-from shoal.common.local_refine_round import NAME, LocalRefineConfig, derive_local_refine
+from shoal.common.local_refine_round import (
+    NAME,
+    LocalRefineConfig,
+    count_noise_sd,
+    derive_local_refine,
+)
 from shoal.common.messages import CodebookMessage, codebook_rows
 from shoal.server.decoders.local_refine import (
     CodebookTotal,
-    count_sd,
     local_refine_answer,
     local_refine_statement,
 )
@@ -70,8 +74,9 @@ class LocalRefineServer:
             "ball_centers": centers.tolist(),
             "sizes": [float(s) for s in sizes],
             "privacy": local_refine_statement(config, parent_privacy),
-            "diagnostics": {"devices": acc.devices, "count_noise_sd": count_sd(acc), "parent": config.parent_id,
-                            "candidates": config.k, "block_dim": config.privunit.dim, "shrink": lam.tolist()},
+            "diagnostics": {"devices": acc.devices, "count_noise_sd": count_noise_sd(acc.devices, config),
+                            "parent": config.parent_id, "candidates": config.k, "block_dim": config.privunit.dim,
+                            "shrink": lam.tolist()},
         }
 
     def privacy(self, config: LocalRefineConfig) -> tuple[object, dict[str, Any]]:

@@ -4,30 +4,16 @@ statement that stays local."""
 
 import httpx
 import numpy as np
+from tests_helpers import done_tree_round
 
-from shoal.client.encoder import encode_arrays
 from shoal.client.kinds.local_refine import codebook_messages
 from shoal.common.local_refine_round import local_refine_from_dict
-from shoal.common.tree_round import config_from_dict
 from shoal.deploy.datasets import paper_mixture
-
-
-def _done_round(server, points):
-    body = {"k": 3, "dim": 4, "epsilon": 8.0, "n_expected": points.shape[0], "encoder": "lsh"}
-    rnd = httpx.post(server.url + "/rounds", json=body, headers=server.op_headers()).json()
-    cfg = config_from_dict(rnd["config"])
-    msgs = [m.model_dump(mode="json") for m in encode_arrays(points, cfg).to_messages()]
-    for lo in range(0, len(msgs), 5000):
-        assert httpx.post(server.url + f"/rounds/{rnd['id']}/reports/batch", json={"messages": msgs[lo:lo + 5000]},
-                          timeout=60).status_code == 202
-    r = httpx.post(server.url + f"/rounds/{rnd['id']}/cluster", headers=server.op_headers(), timeout=120)
-    assert r.status_code == 200, r.text
-    return rnd["id"], r.json()
 
 
 def test_local_round_refines_locally_on_fresh_devices(server):
     ds = paper_mixture(24000, d=4, k=3, seed=2)
-    parent, first = _done_round(server, ds.points[:4000])
+    parent, first = done_tree_round(server, ds.points[:4000])
     r = httpx.post(server.url + f"/rounds/{parent}/refine", headers=server.op_headers(), json={"epsilon": 4.0})
     assert r.status_code == 201, r.text
     ref = r.json()
@@ -59,7 +45,7 @@ def test_local_round_refines_locally_on_fresh_devices(server):
 
 def test_local_refine_takes_no_secure_sum_parameters(server):
     ds = paper_mixture(3000, d=4, k=3, seed=3)
-    parent, _ = _done_round(server, ds.points)
+    parent, _ = done_tree_round(server, ds.points)
     r = httpx.post(server.url + f"/rounds/{parent}/refine", headers=server.op_headers(),
                    json={"model": "local", "epsilon": 1.0, "delta": 1e-6})
     assert r.status_code == 422 and "local refine" in r.text
@@ -67,7 +53,7 @@ def test_local_refine_takes_no_secure_sum_parameters(server):
 
 def test_a_shuffle_refine_still_opens_on_a_local_round_when_asked(server):
     ds = paper_mixture(3000, d=4, k=3, seed=4)
-    parent, _ = _done_round(server, ds.points)
+    parent, _ = done_tree_round(server, ds.points)
     r = httpx.post(server.url + f"/rounds/{parent}/refine", headers=server.op_headers(),
                    json={"epsilon": 1.0, "delta": 1e-7, "min_devices": 1000})
     assert r.status_code == 201 and r.json()["config"]["kind"] == "refine"
@@ -75,7 +61,7 @@ def test_a_shuffle_refine_still_opens_on_a_local_round_when_asked(server):
 
 def test_local_refine_refuses_a_report_of_another_shape(server):
     ds = paper_mixture(3000, d=4, k=3, seed=5)
-    parent, _ = _done_round(server, ds.points)
+    parent, _ = done_tree_round(server, ds.points)
     ref = httpx.post(server.url + f"/rounds/{parent}/refine", headers=server.op_headers(), json={"epsilon": 1.0}).json()
     cfg = local_refine_from_dict(ref["config"])
     bad = codebook_messages(ds.points[:1], cfg)[0].model_dump(mode="json")

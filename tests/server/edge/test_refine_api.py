@@ -5,26 +5,12 @@ import base64
 
 import httpx
 import numpy as np
+from tests_helpers import done_tree_round
 
-from shoal.client.encoder import encode_arrays
 from shoal.common.messages import sealed_share_parts
 from shoal.common.refine_round import contributions, refine_from_dict
 from shoal.common.secure_sum import encode_devices
-from shoal.common.tree_round import config_from_dict
 from shoal.deploy.datasets import paper_mixture
-
-
-def _done_round(server, ds):
-    body = {"k": 3, "dim": 4, "epsilon": 8.0, "n_expected": ds.points.shape[0], "encoder": "lsh"}
-    rnd = httpx.post(server.url + "/rounds", json=body, headers=server.op_headers()).json()
-    cfg = config_from_dict(rnd["config"])
-    msgs = [m.model_dump(mode="json") for m in encode_arrays(ds.points, cfg).to_messages()]
-    for lo in range(0, len(msgs), 5000):
-        assert httpx.post(server.url + f"/rounds/{rnd['id']}/reports/batch", json={"messages": msgs[lo:lo + 5000]},
-                          timeout=60).status_code == 202
-    r = httpx.post(server.url + f"/rounds/{rnd['id']}/cluster", headers=server.op_headers(), timeout=120)
-    assert r.status_code == 200, r.text
-    return rnd["id"], r.json()
 
 
 def _sealed_shares(ds, refine_round):
@@ -36,7 +22,7 @@ def _sealed_shares(ds, refine_round):
 
 def test_refine_round_takes_one_lloyd_step_with_composed_privacy(server):
     ds = paper_mixture(3000, d=4, k=3, seed=2)
-    parent, first = _done_round(server, ds)
+    parent, first = done_tree_round(server, ds.points)
     r = httpx.post(server.url + f"/rounds/{parent}/refine", headers=server.op_headers(),
                    json={"epsilon": 1.0, "delta": 1e-7, "min_devices": 1000})
     assert r.status_code == 201, r.text
@@ -82,7 +68,7 @@ def test_refine_round_takes_one_lloyd_step_with_composed_privacy(server):
 
 def test_a_refine_round_with_a_missing_share_fails_loudly(server):
     ds = paper_mixture(1200, d=4, k=3, seed=3)
-    parent, _ = _done_round(server, ds)
+    parent, _ = done_tree_round(server, ds.points)
     ref = httpx.post(server.url + f"/rounds/{parent}/refine", headers=server.op_headers(),
                      json={"epsilon": 1.0, "delta": 1e-7, "min_devices": 1000}).json()
     sealed, _ = _sealed_shares(ds, ref)
@@ -151,7 +137,7 @@ def test_a_refine_round_on_a_partition_round_splits_each_center_in_two_by_defaul
 
 def test_a_refine_round_on_a_tree_round_does_not_split(server):
     ds = paper_mixture(1200, d=4, k=3, seed=3)
-    parent, _ = _done_round(server, ds)
+    parent, _ = done_tree_round(server, ds.points)
     ref = httpx.post(server.url + f"/rounds/{parent}/refine", headers=server.op_headers(),
                      json={"epsilon": 1.0, "delta": 1e-7, "min_devices": 1000}).json()
     assert ref["config"]["k"] == 3 and ref["config"]["keep"] == 0
