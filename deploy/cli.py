@@ -5,6 +5,7 @@ shuffler; DESIGN.md, "Layout")."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 import tempfile
@@ -95,6 +96,8 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
         sm.add_argument("--wait", type=float, default=120.0, help="seconds to wait for --round-file")
         sm.add_argument("--n-expected", type=int, default=None,
                         help="devices the round expects (default --users; with replicas joining: their sum)")
+        sm.add_argument("--dask", default=None, metavar="tcp://HOST:PORT",
+                        help="decode the round's reports on this Dask scheduler (server/rounds/reduction.py)")
         sm.add_argument("--no-cluster", action="store_true",
                         help="send and flush, but leave clustering to the operator (devices joining a round)")
         sm.add_argument("--allow-non-loopback", action="store_true",
@@ -121,6 +124,13 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
     b.add_argument("--decode-memory", action="store_true",
                    help="the server's decode of a stored 1e6-device tree round (d=100): whole-round read against the "
                         "chunked snapshot read, seconds and peak RSS, each in its own process")
+    b.add_argument("--scale", action="store_true",
+                   help="tree rounds at n = 1e5..1e7 (d=100) and 1e6, 1e8 (d=10): encode, store, decode seconds and "
+                        "peak RSS per process, in-process and on Dask with 1 and 2 workers (needs shoal[scale])")
+    b.add_argument("--scale-sizes", default=None, metavar="N:D,...", help="--scale: these sizes instead (e.g. 1e6:10)")
+    b.add_argument("--scale-dir", default=None, help="--scale: where the SQLite files go (default: the temp dir)")
+    b.add_argument("--capacity", action="store_true",
+                   help="one server replica's ingestion on SQLite and PostgreSQL, and two replicas on one PostgreSQL")
     b.add_argument("--services", action="store_true",
                    help="ingestion throughput/latency of the real server and `shoal sim` timings")
     b.add_argument("--model", choices=("local", "shuffle", "central"), default="local",
@@ -230,10 +240,10 @@ def _bench(args: argparse.Namespace) -> int:
     if args.out is None:
         args.out = Path(tempfile.mkdtemp(prefix="shoal-bench-"))
         print(f"shoal bench: results go to {args.out} (--out to choose)", file=sys.stderr)
-    if args.services:
-        from shoal.deploy.bench.services import run_services_bench
-
-        return run_services_bench(args)
+    for flag, module in (("services", "services"), ("decode_memory", "decode_memory"), ("capacity", "capacity"),
+                         ("scale", "scale")):
+        if getattr(args, flag, False):  # each of these benchmarks is its own module's ``run``
+            return int(importlib.import_module(f"shoal.deploy.bench.{module}").run(args))
     if args.encoder == "sketch":
         from shoal.deploy.bench.sketch import run_sketch_bench
 

@@ -104,9 +104,11 @@ def _tail(log: Path | None, lines: int = 15) -> str:
 
 
 class Services:
-    """Server and shuffler processes in a temporary folder, stopped on exit."""
+    """Server and shuffler processes in a temporary folder, stopped on exit.
+    ``db_url``: the servers' store (default: a SQLite file in the folder);
+    ``replicas``: that many servers on it, sharing one key (``server_urls``)."""
 
-    def __init__(self, via_shuffler: bool, min_batch: int) -> None:
+    def __init__(self, via_shuffler: bool, min_batch: int, db_url: str | None = None, replicas: int = 1) -> None:
         self.tmp = tempfile.TemporaryDirectory(prefix="shoal-sim-")
         self.env = dict(os.environ, SHOAL_OPERATOR_TOKEN=secrets.token_urlsafe(18),
                         SHOAL_SHUFFLER_TOKEN=secrets.token_urlsafe(18),
@@ -124,9 +126,11 @@ class Services:
                 # The server relays the operator's pending/flush to it (POST /rounds/{id}/flush).
                 self.env["SHOAL_SHUFFLER_URL"] = self.shuffler_url
             # Problems only: a request line per report would cost the throughput sim measures.
-            self._spawn("server", ["--port", str(port), "--db", f"sqlite:///{self.tmp.name}/server.db",
-                                   "--log-level", "warning"])
-            wait_healthy(self.server_url, self.procs[-1], self.logs[-1])
+            self.server_urls = [self.server_url] + [f"http://127.0.0.1:{free_port()}" for _ in range(replicas - 1)]
+            for url in self.server_urls:
+                self._spawn("server", ["--port", url.rsplit(":", 1)[1], "--db",
+                                       db_url or f"sqlite:///{self.tmp.name}/server.db", "--log-level", "warning"])
+                wait_healthy(url, self.procs[-1], self.logs[-1])
             if self.shuffler_url is not None:
                 # The operator pins the server's identity on the shuffler (out of band: here, from the server it started).
                 self.server_key = httpx.get(self.server_url + "/server-key", timeout=10).json()["fingerprint"]
@@ -141,7 +145,7 @@ class Services:
     def _spawn(self, verb: str, argv: list[str]) -> None:
         """``shoal VERB ARGV`` in a child process; its output goes to a log file
         in the temporary folder, shown if the child dies (``wait_healthy``)."""
-        self.logs.append(Path(self.tmp.name) / f"{verb}.log")
+        self.logs.append(Path(self.tmp.name) / f"{verb}-{len(self.logs)}.log")
         with self.logs[-1].open("wb") as log:
             self.procs.append(subprocess.Popen([sys.executable, "-m", "shoal.common.cli", verb, *argv],
                                                env=self.env, stdout=log, stderr=subprocess.STDOUT))
@@ -476,7 +480,8 @@ def run_sim(args: argparse.Namespace) -> int:
                   f"{received} reports{held_line}; not clustered (--no-cluster)")
             return 0
         t = time.perf_counter()
-        r = httpx.post(server_url + f"/rounds/{rid}/cluster", headers=op, timeout=600)
+        r = httpx.post(server_url + f"/rounds/{rid}/cluster", headers=op, timeout=3600,
+                       json={"dask": args.dask} if getattr(args, "dask", None) else None)
         if r.status_code >= 400:
             print(f"shoal sim: clustering round {rid} failed ({r.status_code}): {r.text}", file=sys.stderr)
             return 1

@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from tests_helpers import free_port, pg_schema, wait_healthy  # noqa: E402
+from tests_helpers import free_port, pg_schema, spawn_server, wait_healthy  # noqa: E402
 
 
 @dataclass
@@ -33,15 +33,8 @@ class ServerProc:
         self.proc.wait()
 
     def start(self) -> None:
-        self.proc = _spawn(self.env, self.port, self.db)
+        self.proc = spawn_server(self.env, self.port, self.db)
         wait_healthy(self.url, self.proc)
-
-
-def _spawn(env: dict[str, str], port: int, db: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "shoal.common.cli", "server", "--port", str(port), "--db", db],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
 
 
 @pytest.fixture
@@ -51,7 +44,7 @@ def server(tmp_path: Path):
                SHOAL_ENROL_TOKEN="en-" + "z" * 20,
                SHOAL_KEY_PATH=str(tmp_path / "key.pem"), SHOAL_MAX_BODY_BYTES=str(8 << 20), SHOAL_MAX_BATCH="5000")
     db = f"sqlite:///{tmp_path / 'shoal.db'}"
-    proc = _spawn(env, port, db)
+    proc = spawn_server(env, port, db)
     url = f"http://127.0.0.1:{port}"
     wait_healthy(url, proc)
     s = ServerProc(url, env["SHOAL_OPERATOR_TOKEN"], env["SHOAL_SHUFFLER_TOKEN"], proc, db, env, port)
@@ -67,7 +60,7 @@ def pg_server(tmp_path: Path):
         port = free_port()
         env = dict(os.environ, SHOAL_OPERATOR_TOKEN="op-" + "x" * 20, SHOAL_SHUFFLER_TOKEN="sh-" + "y" * 20,
                    SHOAL_KEY_PATH=str(tmp_path / "key.pem"))
-        proc = _spawn(env, port, db)
+        proc = spawn_server(env, port, db)
         url = f"http://127.0.0.1:{port}"
         wait_healthy(url, proc)
         yield ServerProc(url, env["SHOAL_OPERATOR_TOKEN"], env["SHOAL_SHUFFLER_TOKEN"], proc, db, env, port)

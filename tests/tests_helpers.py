@@ -14,8 +14,8 @@ import pytest
 
 from shoal.deploy.sim import free_port, wait_healthy
 
-__all__ = ["PG_URL", "free_port", "pg_schema", "run_schemathesis", "send_until_killed", "stored_message_ids",
-           "wait_healthy"]
+__all__ = ["PG_URL", "free_port", "pg_schema", "run_schemathesis", "send_until_killed", "spawn_server",
+           "stored_message_ids", "wait_healthy"]
 
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -38,6 +38,14 @@ def pg_schema() -> Iterator[str]:
     finally:
         conn.execute(f"DROP SCHEMA {schema} CASCADE")
         conn.close()
+
+
+def spawn_server(env: dict[str, str], port: int, db: str) -> subprocess.Popen[bytes]:
+    """``shoal server`` on 127.0.0.1:``port`` with store ``db``, quiet."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "shoal.common.cli", "server", "--port", str(port), "--db", db],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
 
 
 def send_until_killed(count: int, post: Callable[[httpx.Client, int], httpx.Response], kill: Callable[[], None],

@@ -255,10 +255,6 @@ def run_bench(args: argparse.Namespace) -> int:
         return run_ablation(args)
     if getattr(args, "perf", False):
         return run_perf(args)
-    if getattr(args, "decode_memory", False):
-        from shoal.deploy.bench.decode_memory import run_decode_memory
-
-        return run_decode_memory(args)
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     ns = [int(v) for v in (args.ns or "10000,100000,1000000").split(",")]

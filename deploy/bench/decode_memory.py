@@ -80,7 +80,7 @@ def decode_once(path: str, chunked: bool) -> dict[str, Any]:
             "devices": acc.n_devices}
 
 
-def run_decode_memory(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     n = 20_000 if args.smoke else int(getattr(args, "decode_n", None) or 1_000_000)
     dim, k, eps = 100, 8, 4.0
     with tempfile.TemporaryDirectory() as tmp:

@@ -82,7 +82,7 @@ def _sim(users: int, extra: list[str]) -> dict[str, Any]:
     return res
 
 
-def run_services_bench(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     smoke = bool(args.smoke)
     reports, batch, singles, users = (20_000, 1000, 2000, 1000) if smoke else (200_000, 1000, 20_000, 20_000)
     rows: dict[str, Any] = {"machine": machine(), "smoke": smoke}

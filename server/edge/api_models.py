@@ -191,6 +191,15 @@ class CreateRoundIn(BaseModel):
         return v
 
 
+class ClusterIn(BaseModel):
+    """Options of a decode (``POST /rounds/{id}/cluster``); the body may be omitted."""
+
+    model_config = ConfigDict(extra="forbid")
+    dask: str | None = Field(None, max_length=256, pattern=r"^((tcp|tls)://\S+)?$", description=(
+        "sum the round's reports on this Dask scheduler (tcp://HOST:PORT); \"\": in the server's process; "
+        "default: the server's SHOAL_DASK_SCHEDULER (server/rounds/reduction.py)"))
+
+
 class RefineIn(BaseModel):
     """A refine round on a done round's centers: one Lloyd step, through secure
     summation (shuffle model) or from fresh devices' eps-LDP reports (local)."""

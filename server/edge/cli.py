@@ -12,6 +12,8 @@ def build_parser(verb: str = "server") -> argparse.ArgumentParser:
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=8000)
     sv.add_argument("--db", default=None, help="sqlite:///PATH or postgresql://... (default $SHOAL_DB_URL)")
+    sv.add_argument("--dask", default=None, metavar="tcp://HOST:PORT",
+                    help="sum decodes' reports on this Dask scheduler (default $SHOAL_DASK_SCHEDULER; unset: in-process)")
     sv.add_argument("--log-level", default="info",
                     help="info: request lines, round events, decode timings; warning: problems only (SHOAL_LOG_JSON=1 for JSON)")
     return sv
@@ -25,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     from shoal.server.edge.settings import load_settings
 
     try:
-        settings = load_settings(host=args.host, db_url=args.db)
+        settings = load_settings(host=args.host, db_url=args.db, dask=args.dask)
     except ShoalError as exc:  # a bad setting: one line, no traceback
         print(f"shoal server: {exc}", file=sys.stderr)
         return 2

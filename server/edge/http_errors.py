@@ -14,6 +14,7 @@ from shoal.common.errors import (
     ReportError,
     ShoalError,
 )
+from shoal.server.rounds.reduction import DaskUnavailable
 from shoal.server.rounds.service import RoundStateError
 from shoal.server.storage.store import StorageUnavailable, UnknownRound
 
@@ -21,6 +22,7 @@ RETRY_AFTER_SECONDS = 5  # what a 503 asks the client to wait
 
 STATUS: list[tuple[type[ShoalError], int]] = [
     (StorageUnavailable, 503),
+    (DaskUnavailable, 503),
     (UnknownRound, 404),
     (RoundStateError, 409),
     (DecodeError, 409),

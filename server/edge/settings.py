@@ -15,7 +15,9 @@ and headers within this) and SHOAL_BODY_SECONDS (default 30: each chunk of a
 body must arrive within this, else 408; the shuffler reads the same two)
 and SHOAL_REPORT_RETENTION_DAYS (default 0, keep: otherwise the reports
 of a decoded round are deleted this many days after it was created; its
-result stays).
+result stays) and SHOAL_DASK_SCHEDULER (default unset: decodes run in the
+server's process; ``tcp://HOST:PORT``: they sum the reports on that Dask
+cluster, ``rounds/reduction.py``).
 Tokens must have at least 16 characters.
 """
 
@@ -57,6 +59,7 @@ class Settings:
     report_retention_days: float = 0.0
     body_seconds: float = 30.0
     shuffler_url: str = ""
+    dask_scheduler: str = ""
 
     def __post_init__(self) -> None:
         if not self.operator_token or not self.shuffler_token:
@@ -82,6 +85,9 @@ class Settings:
             raise ConfigError(f"SHOAL_DECODE_MEMORY_BYTES={self.decode_memory_bytes} is below 1 MiB")
         if self.shuffler_url and not self.shuffler_url.startswith(("http://", "https://")):
             raise ConfigError(f"SHOAL_SHUFFLER_URL must be an http(s) URL, got {self.shuffler_url!r}")
+        if self.dask_scheduler and not self.dask_scheduler.startswith(("tcp://", "tls://")):
+            raise ConfigError(f"SHOAL_DASK_SCHEDULER must be tcp://HOST:PORT or tls://HOST:PORT, "
+                              f"got {self.dask_scheduler!r}")
         if self.max_batch < 1 or self.max_body_bytes < 1024:
             raise ConfigError(f"bad limits: max_batch={self.max_batch}, max_body_bytes={self.max_body_bytes}")
 
@@ -103,9 +109,10 @@ class ServerEnvironment(ServiceEnvironment):
     shuffler_url: str = Settings.shuffler_url
     header_seconds: float = Settings.header_seconds
     body_seconds: float = Settings.body_seconds
+    dask_scheduler: str = Settings.dask_scheduler
 
 
-def load_settings(host: str = "127.0.0.1", db_url: str | None = None) -> Settings:
+def load_settings(host: str = "127.0.0.1", db_url: str | None = None, dask: str | None = None) -> Settings:
     """The settings from the environment (``ServerEnvironment``), tokens
     generated when unset; a malformed value is a ConfigError naming it."""
     env = read_environment(ServerEnvironment)
@@ -125,4 +132,5 @@ def load_settings(host: str = "127.0.0.1", db_url: str | None = None) -> Setting
         report_retention_days=env.report_retention_days,
         body_seconds=env.body_seconds,
         shuffler_url=env.shuffler_url.rstrip("/"),
+        dask_scheduler=env.dask_scheduler if dask is None else dask,
     )

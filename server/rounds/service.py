@@ -34,10 +34,10 @@ from shoal.common.binary_wire import decode_reports
 from shoal.common.envelope import load_or_create_key, public_key_bytes
 from shoal.common.errors import BatchTooLarge, ConfigError, ReportError, ShoalError
 from shoal.common.group_commit import GroupCommit, commit_and_settle
-from shoal.common.kinds import DECODE_CHUNK, dump_config, kind_name, parse_config
+from shoal.common.kinds import dump_config, kind_name, parse_config
 from shoal.common.messages import ReportBatch
 from shoal.common.signing import identity_path, load_or_create_signing_key
-from shoal.server.rounds import leases
+from shoal.server.rounds import leases, reduction
 from shoal.server.rounds.kinds import (
     SERVER_KINDS,
     RefineRequest,
@@ -69,6 +69,7 @@ class RoundsSettings:
     decode_lease_seconds: float = 30.0
     decode_memory_bytes: int = 8 << 30
     report_retention_days: float = 0.0
+    dask_scheduler: str = ""  # decodes sum their reports on this Dask scheduler ("": in this process)
 
 
 Pending = tuple[str, list[str], ReportBatch]
@@ -328,12 +329,20 @@ class RoundService:
         commit_and_settle(self._commit, [p for p, _ in group], [fut for _, fut in group])
 
     # -- decoding --
-    def cluster(self, round_id: str) -> dict[str, Any]:
+    def cluster(self, round_id: str, dask: str | None = None) -> dict[str, Any]:
         """Decode under a lease (``rounds/leases.py``): renewed while the decode
-        runs, and the result written only if this process still holds it."""
+        runs, and the result written only if this process still holds it.
+
+        ``dask``: a scheduler address to sum the round's reports on (None: the
+        server's ``SHOAL_DASK_SCHEDULER``; "" or unset: in this process);
+        ``rounds/reduction.py``."""
         kind, cfg = self.round(round_id)
+        scheduler = self.settings.dask_scheduler if dask is None else dask
+        if scheduler:
+            reduction.check_scheduler(scheduler)
         with self._state_lock:
-            if self.store.count_reports(round_id) == 0:
+            n_rows = self.store.count_reports(round_id)
+            if n_rows == 0:
                 raise RoundStateError(f"round {round_id} has no reports to decode")
             now = time.time()
             if not self.store.take_lease(round_id, self.holder, now + self.settings.decode_lease_seconds, now):
@@ -342,13 +351,12 @@ class RoundService:
         stop = leases.heartbeat(self.store, round_id, self.holder, self.settings.decode_lease_seconds)
         t = time.perf_counter()
         try:
-            # One chunk of rows at a time into the kind's accumulator: a decode's
-            # memory is the accumulator's tables and one chunk, not the round.
-            chunks = (self.store.iter_reports(round_id, DECODE_CHUNK) if kind.storage == "reports"
-                      else self.store.iter_payloads(round_id, *kind.row_width(cfg)))
-            acc = kind.accumulator(cfg)
-            for rows in chunks:
-                acc.add(rows)
+            if scheduler:
+                with self.store.external_readers():
+                    acc = reduction.accumulate_on_dask(scheduler, self.settings.db_url, kind.name, cfg, round_id,
+                                                       n_rows)
+            else:
+                acc = reduction.accumulate(self.store, kind, cfg, round_id)
             result = kind.decode(cfg, acc, self, round_id)
         except Exception as exc:
             stop.set()

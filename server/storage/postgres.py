@@ -19,8 +19,9 @@ class PostgresStore(Store):
     insert_ignore = "INSERT INTO"
     on_conflict = " ON CONFLICT DO NOTHING"
     lock_shared = " FOR SHARE"
+    inserted_sql = ""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, read_only: bool = False) -> None:
         super().__init__()
         import psycopg
 
@@ -28,7 +29,8 @@ class PostgresStore(Store):
         self._url = url
         self._errors = (psycopg.OperationalError, psycopg.InterfaceError)
         self._conn = psycopg.connect(url, autocommit=True)
-        self.init_schema()
+        if not read_only:
+            self.init_schema()
 
     def _connection(self) -> Any:
         """The connection, reconnected if the last one broke (server restart, network)."""

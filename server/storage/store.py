@@ -35,10 +35,11 @@ from shoal.server.storage.report_rows import StoreError
 ROUND_STATES = ("open", "closed", "decoding", "done", "failed")
 WAL_TRUNCATE_BYTES = 16 << 20  # a WAL file past this is checkpointed and emptied
 WAL_KEEP_BYTES = 4 << 20  # the WAL file is cut back to this once its log restarts
-_CHUNK = 4000  # rows (x 3 parameters) per statement: under SQLite's 32766 and PostgreSQL's 65535
+_CHUNK = 8000  # rows (x 2 parameters) per statement: under SQLite's 32766 and PostgreSQL's 65535
 NOT_OPEN = -1  # ``_add_row_groups``: the group's round was not open when the transaction read it
 T = TypeVar("T")
 Run = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
+IdRange = tuple[bytes | None, bytes | None]  # message ids >= low and < high; None: unbounded
 
 _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS rounds (
@@ -80,6 +81,10 @@ class Store(abc.ABC):
     insert_ignore = "INSERT OR IGNORE INTO"
     on_conflict = ""
     lock_shared = ""  # SQLite: the write transaction already excludes every other writer
+    # How an INSERT's stored-row count is read: this statement after it (SQLite:
+    # one step; a RETURNING row per stored row would be a step, and a GIL
+    # release, each), or "" for the INSERT's RETURNING rows (PostgreSQL sends them at once).
+    inserted_sql = "SELECT changes()"
     integrity_errors: tuple[type[BaseException], ...] = (sqlite3.IntegrityError,)
 
     def __init__(self) -> None:
@@ -300,6 +305,12 @@ class Store(abc.ABC):
             self.reclaim()
         return ids
 
+    @contextlib.contextmanager
+    def external_readers(self) -> Iterator[None]:
+        """Other processes read snapshots of this store meanwhile (a distributed
+        decode's workers); SQLite holds back its truncating checkpoints."""
+        yield
+
     def reclaim(self) -> None:
         """Return freed pages to the file system where the back end needs telling
         (SQLite's incremental vacuum; PostgreSQL's autovacuum does it itself)."""
@@ -345,11 +356,15 @@ class Store(abc.ABC):
         This, not a process's cache, is what makes replicas agree (issue 19:
         a round closed on one replica was still taking reports on another).
 
-        Few, large statements on purpose: the duplicates are looked up with one
-        ``IN`` query per round and the new rows inserted with one multi-row
-        ``INSERT``, because every statement step releases and re-takes the GIL,
-        which under load costs up to a switch interval each (measured: row-by-row
-        ``executemany`` made the commit thread the bottleneck).
+        Few, large statements on purpose: each group's rows go in multi-row
+        ``INSERT``s that skip ids already stored (``OR IGNORE`` / ``ON CONFLICT
+        DO NOTHING``), and the database says how many it stored (SQLite's
+        ``changes()``; PostgreSQL's ``RETURNING``, fetched in one round trip),
+        which is the group's new count; no lookup first. Every statement step releases and
+        re-takes the GIL, which under load costs up to a switch interval each
+        (measured: row-by-row ``executemany`` made the commit thread the
+        bottleneck), and a duplicate lookup before the insert read every key
+        twice (issue 19: the store was half of a binary batch's cost).
         """
         seqs = {rid: self._seq(rid) for rid, _, _ in groups}
 
@@ -360,34 +375,28 @@ class Store(abc.ABC):
                     st = run(self._sql(f"SELECT state FROM rounds WHERE seq = ?{self.lock_shared}"), (seq,))
                     if not st or st[0][0] != "open":
                         shut.add(seq)
-            seen: set[tuple[int, bytes]] = set()
-            by_round: dict[int, list[bytes]] = {}
-            for rid, keys, _ in groups:
-                if seqs[rid] not in shut:
-                    by_round.setdefault(seqs[rid], []).extend(keys)
-            for seq, keys in by_round.items():
-                for i in range(0, len(keys), _CHUNK):
-                    chunk = keys[i:i + _CHUNK]
-                    sql = (f"SELECT message_id FROM report_rows WHERE round_seq = ? AND message_id IN "
-                           f"({','.join('?' * len(chunk))})")
-                    seen.update((seq, bytes(r[0])) for r in run(self._sql(sql), (seq, *chunk)))
-            new_rows: list[tuple[int, bytes, bytes]] = []
             counts = []
             for rid, keys, packed in groups:
-                before, seq = len(new_rows), seqs[rid]
+                seq = seqs[rid]
                 if seq in shut:
                     counts.append(NOT_OPEN)
                     continue
-                for key, row in zip(keys, packed, strict=True):
-                    if (seq, key) not in seen:
-                        seen.add((seq, key))
-                        new_rows.append((seq, key, row))
-                counts.append(len(new_rows) - before)
-            for i in range(0, len(new_rows), _CHUNK):
-                chunk_rows = new_rows[i:i + _CHUNK]
-                values = ",".join(["(?, ?, ?)"] * len(chunk_rows))
-                run(self._sql(f"{self.insert_ignore} report_rows (round_seq, message_id, report) VALUES {values}"
-                              f"{self.on_conflict}"), tuple(v for row in chunk_rows for v in row))
+                if len(keys) != len(packed):
+                    raise StoreError(f"{len(keys)} message ids for {len(packed)} rows")
+                new = 0
+                for i in range(0, len(keys), _CHUNK):
+                    chunk_keys, chunk_rows = keys[i:i + _CHUNK], packed[i:i + _CHUNK]
+                    values = ",".join([f"({seq}, ?, ?)"] * len(chunk_keys))
+                    params: list[bytes] = [b""] * (2 * len(chunk_keys))
+                    params[0::2], params[1::2] = chunk_keys, chunk_rows
+                    sql = (f"{self.insert_ignore} report_rows (round_seq, message_id, report) VALUES {values}"
+                           f"{self.on_conflict}")
+                    if self.inserted_sql:
+                        run(self._sql(sql), tuple(params))
+                        new += int(run(self.inserted_sql, ())[0][0])
+                    else:
+                        new += len(run(self._sql(sql + " RETURNING 1"), tuple(params)))
+                counts.append(new)
             return counts
 
         return self._in_transaction(work)
@@ -397,26 +406,34 @@ class Store(abc.ABC):
                              (self._seq(round_id),))
         return len(rows), b"".join(bytes(r[0]) for r in rows)
 
-    def iter_rows(self, round_id: str, chunk: int) -> Iterator[tuple[int, bytes]]:
+    def iter_rows(self, round_id: str, chunk: int, ids: IdRange = (None, None)) -> Iterator[tuple[int, bytes]]:
         """A round's stored rows as (count, concatenated bytes), ``chunk`` rows at
         a time, in message-id order, all from one snapshot: a decode holds one
         chunk and its accumulator, never the whole round (issue 19), and sees
         exactly the reports committed when it started (a secure-sum round's
-        shares all or none of a flush's transaction)."""
-        sql = self._sql("SELECT report FROM report_rows WHERE round_seq = ? ORDER BY message_id")
-        for rows in self._snapshot(sql, (self._seq(round_id),), chunk):
+        shares all or none of a flush's transaction).
+
+        ``ids`` = (low, high) keeps the rows whose 16-byte message id is
+        >= low and < high (None: unbounded): one partition of a distributed
+        decode (``rounds/reduction.py``), read by the primary key's range."""
+        lo, hi = ids
+        sql = ("SELECT report FROM report_rows WHERE round_seq = ?" + (" AND message_id >= ?" if lo is not None else "")
+               + (" AND message_id < ?" if hi is not None else "") + " ORDER BY message_id")
+        params = (self._seq(round_id), *(b for b in (lo, hi) if b is not None))
+        for rows in self._snapshot(self._sql(sql), params, chunk):
             yield len(rows), b"".join(bytes(r[0]) for r in rows)
 
-    def iter_reports(self, round_id: str, chunk: int = DECODE_CHUNK) -> Iterator[ReportBatch]:
+    def iter_reports(self, round_id: str, chunk: int = DECODE_CHUNK,
+                     ids: IdRange = (None, None)) -> Iterator[ReportBatch]:
         """``iter_rows`` of a tree round, each chunk a ``ReportBatch``."""
-        for _, raw in self.iter_rows(round_id, chunk):
+        for _, raw in self.iter_rows(round_id, chunk, ids):
             yield report_rows.unpack_tree(raw, round_id)
 
     def iter_payloads(self, round_id: str, width: int, dtype: type[np.uint64] | type[np.float64],
-                      chunk: int | None = None) -> Iterator[NDArray[Any]]:
+                      chunk: int | None = None, ids: IdRange = (None, None)) -> Iterator[NDArray[Any]]:
         """``iter_rows`` of a payload round, each chunk (rows, width) of ``dtype``
         (default: ``decode_chunk_rows`` of 8 width bytes)."""
-        for count, raw in self.iter_rows(round_id, chunk or decode_chunk_rows(8 * width)):
+        for count, raw in self.iter_rows(round_id, chunk or decode_chunk_rows(8 * width), ids):
             yield report_rows.unpack_words(raw, count, width, dtype)
 
     def load_payloads(self, round_id: str, width: int, dtype: type[np.uint64] | type[np.float64]) -> NDArray[Any]:
@@ -451,15 +468,18 @@ def storage_errors(*kinds: type[BaseException]) -> Iterator[None]:
         raise StorageUnavailable(f"storage unavailable: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from exc
 
 
-def open_store(url: str) -> Store:
-    """``sqlite:///PATH`` (or a bare path) or ``postgresql://...``."""
+def open_store(url: str, read_only: bool = False) -> Store:
+    """``sqlite:///PATH`` (or a bare path) or ``postgresql://...``.
+
+    ``read_only``: a reader of an existing store (a Dask worker of a
+    distributed decode): no schema set-up, no SQLite checkpoint thread."""
     from shoal.server.storage.postgres import PostgresStore
     from shoal.server.storage.sqlite import SQLiteStore
 
     if url.startswith(("postgresql://", "postgres://")):
-        return PostgresStore(url)
+        return PostgresStore(url, read_only)
     if url.startswith("sqlite:///"):
-        return SQLiteStore(url[len("sqlite:///") :])
+        return SQLiteStore(url[len("sqlite:///") :], read_only)
     if "://" in url:
         raise StoreError(f"unsupported database URL {url!r}: use sqlite:///PATH or postgresql://...")
-    return SQLiteStore(url)
+    return SQLiteStore(url, read_only)

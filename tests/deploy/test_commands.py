@@ -117,6 +117,27 @@ def test_decode_memory_smoke_compares_both_reads_and_says_how_it_ran(tmp_path, c
     assert all(r["devices"] == 20000 for r in runs)
 
 
+def test_scale_smoke_decodes_in_process_and_on_one_and_two_dask_workers(tmp_path, capsys):
+    pytest.importorskip("distributed", reason="the 'scale' extra is not installed")
+    assert main(["bench", "--scale", "--smoke", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "n=2e+04 d=10" in out and "k=8, eps=4" in out and "cores" in out
+    data = json.loads((tmp_path / "scale.json").read_text())
+    (row,) = data["rows"]
+    assert [d["workers"] for d in row["decodes"]] == [0, 1, 2]
+    assert all(d["centers"] == 8 and d["peak_rss_mb"] > 0 for d in row["decodes"])
+    assert len(row["decodes"][2]["worker_peak_rss_mb"]) == 2
+    assert "| 2e+04 | 10 |" in (tmp_path / "scale.md").read_text()
+
+
+def test_capacity_smoke_measures_sqlite_and_postgres_replicas(tmp_path, capsys):
+    assert main(["bench", "--capacity", "--smoke", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| SQLite | 1 |" in out
+    if "PostgreSQL" in out:
+        assert "| PostgreSQL | 2 |" in out
+
+
 def test_shuffle_bench_smoke_compares_the_three_variants(tmp_path, capsys):
     assert main(["bench", "--model", "shuffle", "--smoke", "--out", str(tmp_path), "--data-dir", str(tmp_path / "none")]) == 0
     out = capsys.readouterr().out

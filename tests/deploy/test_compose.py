@@ -66,13 +66,15 @@ class Topology:
 
     def __init__(self, tmp: Path, env: dict[str, str]) -> None:
         self.tmp, self.env = tmp, env
-        self.ports = {"server": free_port(), "shuffler": free_port()}
+        self.ports = {"server": free_port(), "shuffler": free_port(), "dask-scheduler": free_port()}
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def _local(self, name: str, text: str) -> str:
         for svc, port in self.ports.items():
-            text = text.replace(f"http://{svc}:{SERVICES[svc]['command'][SERVICES[svc]['command'].index('--port') + 1]}",
-                                f"http://127.0.0.1:{port}")
+            for scheme in ("http", "tcp"):
+                text = text.replace(
+                    f"{scheme}://{svc}:{SERVICES[svc]['command'][SERVICES[svc]['command'].index('--port') + 1]}",
+                    f"{scheme}://127.0.0.1:{port}")
         if text == "0.0.0.0":
             return "127.0.0.1"
         for volume in SERVICES[name].get("volumes", []):
@@ -90,6 +92,8 @@ class Topology:
         env = dict(os.environ)
         env.pop("SHOAL_DB_URL", None)
         env.update({k: self._local(name, _interpolate(str(v), self.env)) for k, v in svc.get("environment", {}).items()})
+        if svc.get("entrypoint") == ["dask"]:  # the image's dask command, from this interpreter's environment
+            return [str(Path(sys.executable).parent / "dask"), *argv], env
         return [sys.executable, "-m", "shoal.common.cli", *argv], env
 
     def start(self, name: str) -> subprocess.Popen[bytes]:
@@ -132,7 +136,11 @@ def _tokens() -> dict[str, str]:
 
 
 def _run_topology(tmp: Path, env: dict[str, str], replicas: int) -> tuple[Topology, list[dict[str, Any]]]:
-    top = Topology(tmp, env)
+    return _continue_topology(Topology(tmp, env), env, replicas)
+
+
+def _continue_topology(top: Topology, env: dict[str, str], replicas: int) -> tuple[Topology, list[dict[str, Any]]]:
+    """Server, shuffler, init and ``replicas`` device services, in their order."""
     try:
         server = top.start("server")
         top.healthy("server", server)
@@ -186,6 +194,42 @@ def test_compose_postgres_profile_puts_the_server_on_postgresql(tmp_path: Path):
             assert not list(tmp_path.glob("server-data/*.db"))  # no SQLite file beside it
         finally:
             top.stop()
+
+
+def test_compose_scale_profile_decodes_the_round_on_its_dask_workers(tmp_path: Path):
+    distributed = pytest.importorskip("distributed", reason="the 'scale' extra is not installed")
+    env = dict(_tokens(), SHOAL_DASK_SCHEDULER="tcp://dask-scheduler:8786")
+    top = Topology(tmp_path, env)
+    try:
+        scheduler = top.start("dask-scheduler")
+        top.healthy("dask-scheduler", scheduler)
+        assert SERVICES["dask-worker"]["depends_on"]["dask-scheduler"]["condition"] == "service_healthy"
+        top.start("dask-worker")
+        address = f"tcp://127.0.0.1:{top.ports['dask-scheduler']}"
+        with distributed.Client(address, timeout=30, set_as_default=False) as client:
+            client.wait_for_workers(1, timeout=60)
+        top, rounds = _continue_topology(top, env, replicas=1)
+        rid = rounds[0]["id"]
+        url = f"http://127.0.0.1:{top.ports['server']}"
+        op = {"Authorization": f"Bearer {env['SHOAL_OPERATOR_TOKEN']}"}
+        result = httpx.post(f"{url}/rounds/{rid}/cluster", headers=op, timeout=120)
+        assert result.status_code == 200, result.text
+        import cloudpickle
+
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this test module
+        with distributed.Client(address, timeout=30, set_as_default=False) as client:
+            opened = client.run(_stores_opened)
+        # The worker (another process, run from the compose command) read the server's volume.
+        assert [str(tmp_path / "server-data" / "shoal.db")] in [[u.removeprefix("sqlite:///") for u in v]
+                                                                for v in opened.values()]
+    finally:
+        top.stop()
+
+
+def _stores_opened() -> list[str]:
+    from shoal.server.rounds import reduction
+
+    return sorted(reduction._readers)
 
 
 @pytest.mark.parametrize("template, expected", [

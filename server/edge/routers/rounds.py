@@ -9,7 +9,7 @@ import httpx
 from fastapi import APIRouter, HTTPException, Response
 from fastapi.responses import JSONResponse
 
-from shoal.server.edge.api_models import CreateRoundIn, RefineIn, ResultOut, RoundOut
+from shoal.server.edge.api_models import ClusterIn, CreateRoundIn, RefineIn, ResultOut, RoundOut
 from shoal.server.edge.deps import Operator, ServerSettings, Service
 from shoal.server.storage.store import RoundRow
 
@@ -63,9 +63,10 @@ def create_refine(round_id: str, body: RefineIn, service: Service, _: Operator) 
 
 
 @router.post("/{round_id}/cluster", response_model=ResultOut)
-def cluster(round_id: str, service: Service, _: Operator) -> ResultOut:
+def cluster(round_id: str, service: Service, _: Operator, body: ClusterIn | None = None) -> ResultOut:
+    """Decode the round (in this process, or on a Dask cluster: ``body.dask``)."""
     # A sync endpoint: FastAPI runs it in its thread pool, off the event loop.
-    return ResultOut(**service.cluster(round_id))
+    return ResultOut(**service.cluster(round_id, dask=body.dask if body is not None else None))
 
 
 @router.get("/{round_id}/result", response_model=ResultOut)

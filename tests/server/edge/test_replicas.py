@@ -11,8 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import _spawn
-from tests_helpers import pg_schema
+from tests_helpers import pg_schema, spawn_server
 
 from shoal.client.encoder import encode_arrays
 from shoal.common.binary_wire import CONTENT_TYPE, encode_reports
@@ -31,7 +30,7 @@ def replicas(tmp_path: Path):
         procs, urls = [], []
         for _ in range(2):
             port = free_port()
-            procs.append(_spawn(env, port, db))
+            procs.append(spawn_server(env, port, db))
             urls.append(f"http://127.0.0.1:{port}")
             wait_healthy(urls[-1], procs[-1])
         yield urls

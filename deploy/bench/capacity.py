@@ -1,0 +1,183 @@
+"""``shoal bench --capacity`` (issue 19, Build 3): what one server replica
+takes, on SQLite and on PostgreSQL, and what two replicas on one PostgreSQL
+take together; the README turns these figures into a deployment.
+
+For each store and replica count, against real ``shoal server`` processes on
+127.0.0.1 (every 2xx committed; the store's count is checked afterwards):
+- binary batches: ``reports`` tree reports in POSTs of 1000, over 4
+  connections in all, spread evenly over the replicas;
+- single JSON POSTs (one device, one report: how devices without a shuffler
+  send), ``singles`` of them over 50 connections in all, closed loop
+  (saturation).
+One load generator process per replica (``loadgen.py``), started together;
+a load's rate is its reports over the slowest generator's seconds. All of it
+shares the machine's cores with the servers and PostgreSQL, so two replicas
+here measure contention on 2 cores, not what two machines would give.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import secrets
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from shoal.client.encoder import encode_arrays
+from shoal.common.binary_wire import CONTENT_TYPE, encode_reports
+from shoal.common.tree_round import config_from_dict
+from shoal.deploy.bench.accuracy import machine
+from shoal.deploy.datasets import city_locations
+from shoal.deploy.sim import Services
+
+PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+@contextmanager
+def _pg_schema() -> Iterator[str | None]:
+    """A fresh schema on the local PostgreSQL (dropped afterwards), or None if unreachable."""
+    try:
+        import psycopg
+
+        conn = psycopg.connect(PG_URL, autocommit=True, connect_timeout=3)
+    except Exception:  # noqa: BLE001 - any failure to connect means "no PostgreSQL here"
+        yield None
+        return
+    schema = "bench_" + secrets.token_hex(4)
+    conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield f"{PG_URL}?options=-csearch_path%3D{schema}"
+    finally:
+        conn.execute(f"DROP SCHEMA {schema} CASCADE")
+        conn.close()
+
+
+def _reset(url: str) -> None:
+    """Empty the schema between setups (each starts from an empty store)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS report_rows, rounds CASCADE")
+
+
+def _round(services: Services, n: int) -> tuple[str, Any]:
+    op = {"Authorization": f"Bearer {services.env['SHOAL_OPERATOR_TOKEN']}"}
+    ds = city_locations(10, seed=0)
+    body = {"k": ds.k, "dim": 2, "epsilon": 4.0, "n_expected": n, "encoder": "nettree",
+            "bound": {"radius": ds.bound.radius, "low": list(ds.bound.low or ()), "high": list(ds.bound.high or ())}}
+    r = httpx.post(services.server_url + "/rounds", json=body, headers=op, timeout=30)
+    r.raise_for_status()
+    return r.json()["id"], config_from_dict(r.json()["config"])
+
+
+def _spread(services: Services, path: str, bodies: list[str], connections: int, tmp: Path,
+            content_type: str = "application/json") -> dict[str, Any]:
+    """``bodies`` split evenly over the replicas, one load generator each, together."""
+    urls = services.server_urls
+    procs = []
+    for i, url in enumerate(urls):
+        part = tmp / f"bodies-{i}.txt"
+        part.write_text("\n".join(bodies[i::len(urls)]) + "\n")
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "shoal.deploy.bench.loadgen", "--url", url + path, "--bodies", str(part),
+             "--concurrency", str(max(1, connections // len(urls))), "--content-type", content_type],
+            stdout=subprocess.PIPE, text=True))
+    outs = [json.loads(p.communicate()[0]) for p in procs]
+    statuses: dict[str, int] = {}
+    for o in outs:
+        for k, v in o["statuses"].items():
+            statuses[k] = statuses.get(k, 0) + v
+    return {"requests": sum(o["requests"] for o in outs), "seconds": max(o["seconds"] for o in outs),
+            "statuses": statuses, "p99_ms": max(o["latency_ms"]["p99"] for o in outs)}
+
+
+def _measure(services: Services, reports: int, singles: int, tmp: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    rid, cfg = _round(services, reports)
+    batch = encode_arrays(city_locations(reports, seed=1).points, cfg)
+    bodies = [base64.b64encode(encode_reports(batch.select(slice(i, i + 1000)))).decode()
+              for i in range(0, reports, 1000)]
+    res = _spread(services, f"/rounds/{rid}/reports/binary", bodies, 4, tmp, CONTENT_TYPE)
+    res.update(reports=reports, reports_per_second=reports / res["seconds"], stored=_stored(services, rid))
+    out["binary_batches"] = res
+    rid, cfg = _round(services, singles)
+    msgs = [m.model_dump_json() for m in encode_arrays(city_locations(singles, seed=2).points, cfg).to_messages()]
+    res = _spread(services, f"/rounds/{rid}/reports", msgs, 50, tmp)
+    res.update(reports=singles, reports_per_second=singles / res["seconds"], stored=_stored(services, rid))
+    out["single_posts"] = res
+    return out
+
+
+def _store_bytes(services: Services, url: str | None) -> int:
+    """What the reports table takes: PostgreSQL's heap, index and TOAST, or
+    the SQLite file after a checkpoint (both hold only these rounds)."""
+    if url is None:
+        import sqlite3
+
+        path = Path(services.tmp.name) / "server.db"
+        con = sqlite3.connect(path)
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        con.close()
+        return path.stat().st_size
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:  # VACUUM runs outside a transaction
+        conn.execute("VACUUM ANALYZE report_rows")
+        row = conn.execute("SELECT pg_total_relation_size('report_rows')").fetchone()
+        return int(row[0]) if row else 0
+
+
+def _stored(services: Services, rid: str) -> int:
+    return int(httpx.get(f"{services.server_url}/rounds/{rid}", timeout=30).json()["reports"])
+
+
+def run(args: argparse.Namespace) -> int:
+    reports, singles = (20_000, 2_000) if args.smoke else (200_000, 20_000)
+    rows: list[dict[str, Any]] = []
+    problems: list[str] = []
+    with _pg_schema() as pg:
+        setups: list[tuple[str, str | None, int]] = [("SQLite", None, 1)]
+        if pg is not None:
+            setups += [("PostgreSQL", pg, 1), ("PostgreSQL", pg, 2)]
+        for name, url, replicas in setups:
+            services = Services(via_shuffler=False, min_batch=100, db_url=url, replicas=replicas)
+            try:
+                with tempfile.TemporaryDirectory(prefix="shoal-capacity-") as tmp:
+                    res = _measure(services, reports, singles, Path(tmp))
+                rows_stored = sum(r["stored"] for r in res.values())
+                bytes_per_report = _store_bytes(services, url) / rows_stored
+            finally:
+                services.close()
+            if url is not None:
+                _reset(url)
+            for key, r in res.items():
+                if r["stored"] != r["reports"] or set(r["statuses"]) != {"202"}:
+                    problems.append(f"{name} x{replicas} {key}: statuses {r['statuses']}, stored {r['stored']} "
+                                    f"of {r['reports']}")
+            rows.append({"store": name, "replicas": replicas, "store_bytes_per_report": bytes_per_report, **res})
+    header = (f"capacity: {reports} binary tree reports in POSTs of 1000 over 4 connections, {singles} single JSON "
+              f"POSTs over 50 connections (saturation); servers, PostgreSQL and load generators on {machine()}")
+    lines = [f"# shoal bench --capacity\n\n{header}\n", "| store | replicas | binary batches reports/s | "
+             "single POSTs reports/s | single p99 ms | store bytes/report |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['store']} | {r['replicas']} | {r['binary_batches']['reports_per_second']:,.0f} | "
+                     f"{r['single_posts']['reports_per_second']:,.0f} | {r['single_posts']['p99_ms']:.1f} | "
+                     f"{r['store_bytes_per_report']:.0f} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if not args.smoke:
+        out: Path = args.out
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "capacity.md").write_text(text)
+        (out / "capacity.json").write_text(json.dumps({"header": header, "rows": rows}, indent=1))
+    for p in problems:
+        print(f"capacity bench: {p}", file=sys.stderr)
+    return 1 if problems else 0
