@@ -128,7 +128,8 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
                    help="tree rounds at n = 1e5..1e7 (d=100) and 1e6, 1e8 (d=10): encode, store, decode seconds and "
                         "peak RSS per process, in-process and on Dask with 1 and 2 workers (needs shoal[scale])")
     b.add_argument("--scale-sizes", default=None, metavar="N:D,...", help="--scale: these sizes instead (e.g. 1e6:10)")
-    b.add_argument("--scale-dir", default=None, help="--scale: where the SQLite files go (default: the temp dir)")
+    b.add_argument("--scale-stores", default=None, metavar="DIR",
+                   help="--scale: keep each size's store in DIR/nN_dD and reuse it when a later run finds it there")
     b.add_argument("--capacity", action="store_true",
                    help="one server replica's ingestion on SQLite and PostgreSQL, and two replicas on one PostgreSQL")
     b.add_argument("--services", action="store_true",

@@ -30,6 +30,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -152,9 +154,16 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, "scale_sizes", None) else FULL
     worker_counts = (1, 2)
     rows: list[dict[str, Any]] = []
+    keep = getattr(args, "scale_stores", None)
     for n, dim in sizes:
-        with tempfile.TemporaryDirectory(dir=getattr(args, "scale_dir", None)) as folder:
-            built = _child(f"build({folder!r}, {n}, {dim})")
+        with _store_folder(keep, n, dim) as folder:
+            saved = Path(folder) / "build.json"
+            if saved.exists():  # a store kept by an earlier run (--scale-stores): its build figures are that run's
+                built = json.loads(saved.read_text())
+            else:
+                built = _child(f"build({folder!r}, {n}, {dim})")
+                if keep:
+                    saved.write_text(json.dumps(built))
             row: dict[str, Any] = {"n": n, "d": dim, **{k: v for k, v in built.items() if k != "round"},
                                    "decodes": []}
             rid = built["round"]
@@ -172,6 +181,18 @@ def run(args: argparse.Namespace) -> int:
     (out_dir / "scale.json").write_text(json.dumps({"header": header, "rows": rows}, indent=1))
     (out_dir / "scale.md").write_text(_markdown(header, rows))
     return 0
+
+
+@contextmanager
+def _store_folder(keep: str | None, n: int, dim: int) -> Iterator[str]:
+    """A temporary folder for one size's store, or ``keep``/n{n}_d{dim}, kept."""
+    if keep is None:
+        with tempfile.TemporaryDirectory() as folder:
+            yield folder
+        return
+    kept = Path(keep) / f"n{n}_d{dim}"
+    kept.mkdir(parents=True, exist_ok=True)
+    yield str(kept)
 
 
 def _line(row: dict[str, Any]) -> str:

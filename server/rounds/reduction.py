@@ -30,7 +30,6 @@ are two pip-installed commands.
 from __future__ import annotations
 
 import functools
-import math
 import os
 import threading
 from collections.abc import Iterable
@@ -42,12 +41,12 @@ from shoal.server.rounds.kinds import server_kind
 from shoal.server.rounds.kinds.base import Accumulator, ServerKind
 from shoal.server.storage.store import IdRange, Store, open_store
 
-# Rows one worker task reads into its accumulator: a range is read chunk by
-# chunk, so this bounds a task's time (about 8-30 s of reading and adding at
-# 4 x 10^6 rows here), not its memory; a round has at least one range per
-# worker thread. A worker holds each finished range's accumulator until the
-# reduction merges it (700 MB at d = 100), so ranges are not cut finer than that.
-PARTITION_ROWS = 4_000_000
+# One id range per worker thread: a range is read chunk by chunk, so its size
+# bounds a task's time, not its memory, and a worker then holds one
+# accumulator of its own and, while it merges, one more (700 MB each at
+# d = 100). Finer ranges would balance load better but pile up finished
+# accumulators on a worker until the reduction takes them (measured: 3
+# ranges of 10^7 / 3 rows on one worker peaked at 2356 MB against 953 MB).
 SPLIT_EVERY = 2  # accumulators merged by one task of the reduction tree: at d = 100 each is 700 MB
 CONNECT_SECONDS = 10.0
 SCHEDULER_SCHEMES = ("tcp://", "tls://")
@@ -134,9 +133,10 @@ def worker_url(db_url: str) -> str:
     return "sqlite:///" + os.path.abspath(path)
 
 
-def accumulate_on_dask(scheduler: str, db_url: str, kind_name: str, cfg: Any, round_id: str, n_rows: int,
+def accumulate_on_dask(scheduler: str, db_url: str, kind_name: str, cfg: Any, round_id: str,
                        partitions: int | None = None, split_every: int = SPLIT_EVERY) -> Accumulator:
-    """The round's accumulator, summed on the Dask cluster at ``scheduler``."""
+    """The round's accumulator, summed on the Dask cluster at ``scheduler``
+    (``partitions`` id ranges; default one per worker thread)."""
     check_scheduler(scheduler)
     url = worker_url(db_url)
     try:
@@ -159,7 +159,7 @@ def accumulate_on_dask(scheduler: str, db_url: str, kind_name: str, cfg: Any, ro
         threads = sum(client.nthreads().values())
         if threads == 0:  # the tasks would wait for a worker for ever, holding the round's lease
             raise DaskUnavailable(f"the Dask scheduler {scheduler} has no workers")
-        parts = partitions or min(1 << 16, max(threads, math.ceil(n_rows / PARTITION_ROWS)))
+        parts = partitions or min(1 << 16, threads)
         bag = dask.bag.from_sequence(id_ranges(parts), npartitions=parts)
         total = bag.reduction(functools.partial(_partition, url, kind_name, cfg, round_id), _merge,
                               split_every=split_every)

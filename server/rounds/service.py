@@ -341,8 +341,7 @@ class RoundService:
         if scheduler:
             reduction.check_scheduler(scheduler)
         with self._state_lock:
-            n_rows = self.store.count_reports(round_id)
-            if n_rows == 0:
+            if self.store.count_reports(round_id) == 0:
                 raise RoundStateError(f"round {round_id} has no reports to decode")
             now = time.time()
             if not self.store.take_lease(round_id, self.holder, now + self.settings.decode_lease_seconds, now):
@@ -353,8 +352,7 @@ class RoundService:
         try:
             if scheduler:
                 with self.store.external_readers():
-                    acc = reduction.accumulate_on_dask(scheduler, self.settings.db_url, kind.name, cfg, round_id,
-                                                       n_rows)
+                    acc = reduction.accumulate_on_dask(scheduler, self.settings.db_url, kind.name, cfg, round_id)
             else:
                 acc = reduction.accumulate(self.store, kind, cfg, round_id)
             result = kind.decode(cfg, acc, self, round_id)

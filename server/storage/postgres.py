@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from shoal.server.storage.store import Run, Store, T, storage_errors
+from shoal.server.storage.store import IdRange, Run, Store, T, storage_errors
 
 
 class PostgresStore(Store):
@@ -54,18 +54,23 @@ class PostgresStore(Store):
         return bool(self._execute("SELECT 1 FROM information_schema.tables WHERE table_name = %s "
                                   "AND table_schema = current_schema()", (name,)))
 
-    def _snapshot(self, sql: str, params: tuple[Any, ...], chunk: int) -> Iterator[list[tuple[Any, ...]]]:
+    def _row_chunks(self, seq: int, chunk: int, ids: IdRange) -> Iterator[tuple[int, bytes]]:
         """A server-side (named) cursor in one REPEATABLE READ transaction on a
         connection of its own: one snapshot, streamed ``chunk`` rows at a time,
-        without the store's lock (ingestion goes on meanwhile)."""
+        without the store's lock (ingestion goes on meanwhile). psycopg builds
+        each fetched batch in C, holding the GIL, so other threads do not slow it."""
         import psycopg
 
+        lo, hi = ids
+        sql = ("SELECT report FROM report_rows WHERE round_seq = %s" + (" AND message_id >= %s" if lo is not None else "")
+               + (" AND message_id < %s" if hi is not None else "") + " ORDER BY message_id")
+        params = (seq, *(b for b in (lo, hi) if b is not None))
         with storage_errors(*self._errors), psycopg.connect(self._url) as conn:
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             with conn.cursor(name="shoal_decode") as cur:
                 cur.execute(sql.encode(), params)
                 while rows := cur.fetchmany(chunk):
-                    yield list(rows)
+                    yield len(rows), b"".join(bytes(r[0]) for r in rows)
 
     def _in_transaction(self, work: Callable[[Run], T]) -> T:
         with self._lock, storage_errors(*self._errors):

@@ -96,9 +96,11 @@ class Store(abc.ABC):
         """Run one statement in its own committed transaction; return its rows."""
 
     @abc.abstractmethod
-    def _snapshot(self, sql: str, params: tuple[Any, ...], chunk: int) -> Iterator[list[tuple[Any, ...]]]:
-        """The rows of one SELECT, ``chunk`` at a time, all from one snapshot of
-        the database, read on a connection of their own (ingestion goes on)."""
+    def _row_chunks(self, seq: int, chunk: int, ids: IdRange) -> Iterator[tuple[int, bytes]]:
+        """The ``report`` column of the round ``seq``'s rows with message ids in
+        ``ids``, in message-id order, as (count, concatenated bytes) of at most
+        ``chunk`` rows, all from one snapshot of the database, read on a
+        connection of its own (ingestion goes on)."""
 
     @abc.abstractmethod
     def _in_transaction(self, work: Callable[[Run], T]) -> T:
@@ -402,9 +404,8 @@ class Store(abc.ABC):
         return self._in_transaction(work)
 
     def _packed(self, round_id: str) -> tuple[int, bytes]:
-        rows = self._execute(self._sql("SELECT report FROM report_rows WHERE round_seq = ? ORDER BY message_id"),
-                             (self._seq(round_id),))
-        return len(rows), b"".join(bytes(r[0]) for r in rows)
+        chunks = list(self.iter_rows(round_id, DECODE_CHUNK))
+        return sum(c for c, _ in chunks), b"".join(raw for _, raw in chunks)
 
     def iter_rows(self, round_id: str, chunk: int, ids: IdRange = (None, None)) -> Iterator[tuple[int, bytes]]:
         """A round's stored rows as (count, concatenated bytes), ``chunk`` rows at
@@ -416,12 +417,7 @@ class Store(abc.ABC):
         ``ids`` = (low, high) keeps the rows whose 16-byte message id is
         >= low and < high (None: unbounded): one partition of a distributed
         decode (``rounds/reduction.py``), read by the primary key's range."""
-        lo, hi = ids
-        sql = ("SELECT report FROM report_rows WHERE round_seq = ?" + (" AND message_id >= ?" if lo is not None else "")
-               + (" AND message_id < ?" if hi is not None else "") + " ORDER BY message_id")
-        params = (self._seq(round_id), *(b for b in (lo, hi) if b is not None))
-        for rows in self._snapshot(self._sql(sql), params, chunk):
-            yield len(rows), b"".join(bytes(r[0]) for r in rows)
+        yield from self._row_chunks(self._seq(round_id), chunk, ids)
 
     def iter_reports(self, round_id: str, chunk: int = DECODE_CHUNK,
                      ids: IdRange = (None, None)) -> Iterator[ReportBatch]:

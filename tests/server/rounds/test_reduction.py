@@ -100,7 +100,7 @@ def test_tree_round_summed_on_dask_equals_the_one_process_sum(tmp_path, schedule
     rid = _tree_round(service)
     kind, cfg = service.round(rid)
     here = reduction.accumulate(service.store, kind, cfg, rid)
-    there = reduction.accumulate_on_dask(scheduler, service.settings.db_url, kind.name, cfg, rid, 6000,
+    there = reduction.accumulate_on_dask(scheduler, service.settings.db_url, kind.name, cfg, rid,
                                          partitions=9, split_every=2)
     assert there.n_devices == here.n_devices == 6000
     _assert_same(here, there)
@@ -114,7 +114,7 @@ def test_sketch_round_payloads_summed_on_dask_equal_the_one_process_sum(tmp_path
     rows = np.random.default_rng(0).standard_normal((3000, width)).astype(dtype)
     service.store.add_payloads(rid, [new_message_id() for _ in range(3000)], rows)
     here = reduction.accumulate(service.store, kind, cfg, rid)
-    there = reduction.accumulate_on_dask(scheduler, service.settings.db_url, kind.name, cfg, rid, 3000, partitions=4)
+    there = reduction.accumulate_on_dask(scheduler, service.settings.db_url, kind.name, cfg, rid, partitions=4)
     _assert_same(here, there)
 
 
@@ -124,7 +124,7 @@ def test_postgres_round_summed_on_dask_equals_the_one_process_sum(tmp_path, sche
         rid = _tree_round(service, n=4000)
         kind, cfg = service.round(rid)
         here = reduction.accumulate(service.store, kind, cfg, rid)
-        there = reduction.accumulate_on_dask(scheduler, url, kind.name, cfg, rid, 4000, partitions=3)
+        there = reduction.accumulate_on_dask(scheduler, url, kind.name, cfg, rid, partitions=3)
         _assert_same(here, there)
 
 
