@@ -103,6 +103,19 @@ def _tail(log: Path | None, lines: int = 15) -> str:
     return ("; its last output:\n  " + "\n  ".join(text)) if text else "; it wrote nothing"
 
 
+def stop_processes(procs: list[subprocess.Popen[bytes]], timeout: float = 10.0) -> None:
+    """SIGTERM every process still running, then wait; a process that will
+    not stop within ``timeout`` seconds is killed."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
 class Services:
     """Server and shuffler processes in a temporary folder, stopped on exit.
     ``db_url``: the servers' store (default: a SQLite file in the folder);
@@ -151,13 +164,7 @@ class Services:
                                                env=self.env, stdout=log, stderr=subprocess.STDOUT))
 
     def close(self) -> None:
-        for p in self.procs:
-            p.terminate()
-        for p in self.procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(self.procs)
         self.tmp.cleanup()
 
 

@@ -20,44 +20,19 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import secrets
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from shoal.client.encoder import encode_arrays
 from shoal.common.binary_wire import CONTENT_TYPE, encode_reports
-from shoal.common.tree_round import config_from_dict
 from shoal.deploy.bench.accuracy import machine
+from shoal.deploy.bench.scratch_schema import PG_URL, scratch_schema
+from shoal.deploy.bench.services import create_round, stored
 from shoal.deploy.datasets import city_locations
 from shoal.deploy.sim import Services
-
-PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
-
-
-@contextmanager
-def _pg_schema() -> Iterator[str | None]:
-    """A fresh schema on the local PostgreSQL (dropped afterwards), or None if unreachable."""
-    try:
-        import psycopg
-
-        conn = psycopg.connect(PG_URL, autocommit=True, connect_timeout=3)
-    except Exception:  # noqa: BLE001 - any failure to connect means "no PostgreSQL here"
-        yield None
-        return
-    schema = "bench_" + secrets.token_hex(4)
-    conn.execute(f"CREATE SCHEMA {schema}")
-    try:
-        yield f"{PG_URL}?options=-csearch_path%3D{schema}"
-    finally:
-        conn.execute(f"DROP SCHEMA {schema} CASCADE")
-        conn.close()
 
 
 def _reset(url: str) -> None:
@@ -66,16 +41,6 @@ def _reset(url: str) -> None:
 
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("DROP TABLE IF EXISTS report_rows, rounds CASCADE")
-
-
-def _round(services: Services, n: int) -> tuple[str, Any]:
-    op = {"Authorization": f"Bearer {services.env['SHOAL_OPERATOR_TOKEN']}"}
-    ds = city_locations(10, seed=0)
-    body = {"k": ds.k, "dim": 2, "epsilon": 4.0, "n_expected": n, "encoder": "nettree",
-            "bound": {"radius": ds.bound.radius, "low": list(ds.bound.low or ()), "high": list(ds.bound.high or ())}}
-    r = httpx.post(services.server_url + "/rounds", json=body, headers=op, timeout=30)
-    r.raise_for_status()
-    return r.json()["id"], config_from_dict(r.json()["config"])
 
 
 def _spread(services: Services, path: str, bodies: list[str], connections: int, tmp: Path,
@@ -101,17 +66,17 @@ def _spread(services: Services, path: str, bodies: list[str], connections: int, 
 
 def _measure(services: Services, reports: int, singles: int, tmp: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    rid, cfg = _round(services, reports)
+    rid, cfg = create_round(services, reports)
     batch = encode_arrays(city_locations(reports, seed=1).points, cfg)
     bodies = [base64.b64encode(encode_reports(batch.select(slice(i, i + 1000)))).decode()
               for i in range(0, reports, 1000)]
     res = _spread(services, f"/rounds/{rid}/reports/binary", bodies, 4, tmp, CONTENT_TYPE)
-    res.update(reports=reports, reports_per_second=reports / res["seconds"], stored=_stored(services, rid))
+    res.update(reports=reports, reports_per_second=reports / res["seconds"], stored=stored(services, rid))
     out["binary_batches"] = res
-    rid, cfg = _round(services, singles)
+    rid, cfg = create_round(services, singles)
     msgs = [m.model_dump_json() for m in encode_arrays(city_locations(singles, seed=2).points, cfg).to_messages()]
     res = _spread(services, f"/rounds/{rid}/reports", msgs, 50, tmp)
-    res.update(reports=singles, reports_per_second=singles / res["seconds"], stored=_stored(services, rid))
+    res.update(reports=singles, reports_per_second=singles / res["seconds"], stored=stored(services, rid))
     out["single_posts"] = res
     return out
 
@@ -135,15 +100,11 @@ def _store_bytes(services: Services, url: str | None) -> int:
         return int(row[0]) if row else 0
 
 
-def _stored(services: Services, rid: str) -> int:
-    return int(httpx.get(f"{services.server_url}/rounds/{rid}", timeout=30).json()["reports"])
-
-
 def run(args: argparse.Namespace) -> int:
     reports, singles = (20_000, 2_000) if args.smoke else (200_000, 20_000)
     rows: list[dict[str, Any]] = []
     problems: list[str] = []
-    with _pg_schema() as pg:
+    with scratch_schema(PG_URL) as pg:
         setups: list[tuple[str, str | None, int]] = [("SQLite", None, 1)]
         if pg is not None:
             setups += [("PostgreSQL", pg, 1), ("PostgreSQL", pg, 2)]

@@ -139,13 +139,9 @@ class Cluster:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for p in reversed(self.procs):
-            p.terminate()
-        for p in self.procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        from shoal.deploy.sim import stop_processes
+
+        stop_processes(self.procs[::-1], timeout=30)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -41,7 +41,8 @@ from shoal.deploy.datasets import city_locations
 from shoal.deploy.sim import Services
 
 
-def _create_round(services: Services, n: int) -> tuple[str, Any]:
+def create_round(services: Services, n: int) -> tuple[str, Any]:
+    """A nettree round on the city data for ``n`` devices (the services benchmarks' round)."""
     op = {"Authorization": f"Bearer {services.env['SHOAL_OPERATOR_TOKEN']}"}
     ds = city_locations(10, seed=0)
     body = {"k": ds.k, "dim": 2, "epsilon": 4.0, "n_expected": n, "encoder": "nettree",
@@ -67,7 +68,7 @@ def _load(url: str, bodies: list[str], concurrency: int, tmp: Path, rate: float 
     return result
 
 
-def _stored(services: Services, rid: str) -> int:
+def stored(services: Services, rid: str) -> int:
     return int(httpx.get(f"{services.server_url}/rounds/{rid}", timeout=30).json()["reports"])
 
 
@@ -91,42 +92,42 @@ def run(args: argparse.Namespace) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="shoal-bench-") as tmpname:
             tmp = Path(tmpname)
-            rid, cfg = _create_round(services, reports)
+            rid, cfg = create_round(services, reports)
             msgs = _messages_json(reports, cfg, seed=1)
             bodies = ['{"messages":[' + ",".join(msgs[i:i + batch]) + "]}" for i in range(0, reports, batch)]
             res = _load(f"{services.server_url}/rounds/{rid}/reports/batch", bodies, 4, tmp)
             res.update(reports=reports, batch=batch, reports_per_second=reports / res["seconds"],
-                       stored=_stored(services, rid))
+                       stored=stored(services, rid))
             if res["stored"] != reports or res["statuses"] != {"202": len(bodies)}:
                 problems.append(f"batch load: statuses {res['statuses']}, stored {res['stored']} of {reports}")
             rows["batch"] = res
             # The same reports' binary form (common/binary_wire.py), same batch size, to a second round.
-            rid2, cfg2 = _create_round(services, reports)
+            rid2, cfg2 = create_round(services, reports)
             batch_cols = encode_arrays(city_locations(reports, seed=1).points, cfg2)
             binary = [base64.b64encode(encode_reports(batch_cols.select(slice(i, i + batch)))).decode()
                       for i in range(0, reports, batch)]
             res = _load(f"{services.server_url}/rounds/{rid2}/reports/binary", binary, 4, tmp, content_type=CONTENT_TYPE)
             res.update(reports=reports, batch=batch, reports_per_second=reports / res["seconds"],
-                       stored=_stored(services, rid2), bytes_per_report=(len(base64.b64decode(binary[0])) - 4) / batch,
+                       stored=stored(services, rid2), bytes_per_report=(len(base64.b64decode(binary[0])) - 4) / batch,
                        json_bytes_per_report=len(bodies[0]) / batch)
             if res["stored"] != reports or res["statuses"] != {"202": len(binary)}:
                 problems.append(f"binary batch load: statuses {res['statuses']}, stored {res['stored']} of {reports}")
             rows["binary"] = res
             for key, rate in (("single", None), ("single_rate", 1000.0)):
-                rid, cfg = _create_round(services, singles)
+                rid, cfg = create_round(services, singles)
                 res = _load(f"{services.server_url}/rounds/{rid}/reports", _messages_json(singles, cfg, seed=2), 50,
                             tmp, rate)
-                res["stored"] = _stored(services, rid)
+                res["stored"] = stored(services, rid)
                 if res["stored"] != singles or res["statuses"] != {"202": singles}:
                     problems.append(f"{key} load: statuses {res['statuses']}, stored {res['stored']} of {singles}")
                 rows[key] = res
             if wrk_path() is not None:
                 for key, think in (("wrk_saturation", 0), ("wrk_clients", 40)):
                     n = 2_000 if smoke else 100_000
-                    rid, cfg = _create_round(services, n)
+                    rid, cfg = create_round(services, n)
                     res = run_wrk(f"{services.server_url}/rounds/{rid}/reports", _messages_json(n, cfg, seed=3), 50,
                                   2 if smoke else 20, think, tmp)
-                    res["stored"] = _stored(services, rid)
+                    res["stored"] = stored(services, rid)
                     # wrk counts answered requests; those still in flight at the end are stored too.
                     if res["non_2xx"] or res["socket_errors"] or not res["requests"] <= res["stored"] <= res["requests"] + 50:
                         problems.append(f"{key}: {res['non_2xx']} non-2xx, {res['socket_errors']} socket errors, "

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from shoal.common.environment import ServiceEnvironment, read_environment
 from shoal.common.errors import ConfigError
+from shoal.server.rounds.reduction import check_scheduler
 
 
 def is_loopback(host: str) -> bool:
@@ -85,9 +86,11 @@ class Settings:
             raise ConfigError(f"SHOAL_DECODE_MEMORY_BYTES={self.decode_memory_bytes} is below 1 MiB")
         if self.shuffler_url and not self.shuffler_url.startswith(("http://", "https://")):
             raise ConfigError(f"SHOAL_SHUFFLER_URL must be an http(s) URL, got {self.shuffler_url!r}")
-        if self.dask_scheduler and not self.dask_scheduler.startswith(("tcp://", "tls://")):
-            raise ConfigError(f"SHOAL_DASK_SCHEDULER must be tcp://HOST:PORT or tls://HOST:PORT, "
-                              f"got {self.dask_scheduler!r}")
+        if self.dask_scheduler:
+            try:
+                check_scheduler(self.dask_scheduler)
+            except ConfigError as exc:
+                raise ConfigError(f"SHOAL_DASK_SCHEDULER: {exc}") from None
         if self.max_batch < 1 or self.max_body_bytes < 1024:
             raise ConfigError(f"bad limits: max_batch={self.max_batch}, max_body_bytes={self.max_body_bytes}")
 

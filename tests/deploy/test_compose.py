@@ -20,6 +20,7 @@ import yaml
 from tests_helpers import free_port, pg_schema
 
 from shoal.common.cli import parse
+from shoal.deploy.sim import stop_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -120,14 +121,7 @@ class Topology:
         return "\n".join(p.read_text(errors="replace")[-2000:] for p in sorted(self.tmp.glob(f"{name}-*.log")))
 
     def stop(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                p.terminate()
-        for p in self.procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(self.procs)
 
 
 def _tokens() -> dict[str, str]:
