@@ -305,3 +305,16 @@ def test_simulate_shows_progress_on_a_terminal_and_not_in_a_pipe(tmp_path):
     assert b"devices encoded" in out and b"verdict:" in out
     piped = subprocess.run(argv, capture_output=True, text=True, check=True)
     assert "devices encoded" not in piped.stderr and "verdict:" in piped.stdout
+
+
+def test_wire_smoke_gives_bytes_per_device_for_every_kind_a_device_answers(tmp_path, capsys):
+    assert main(["bench", "--wire", "--smoke", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "n_expected = 10,000" in out and "machine:" in out
+    rows = [line.split(" | ") for line in out.splitlines() if line.startswith("| tree, local (nettree)")]
+    (tree,) = rows
+    assert tree[1] == "22.0" and tree[3] == "38"  # the binary record: 16-byte id + the 22-byte row
+    for label in ("sketch, shuffle (secure sum)", "refine, shuffle (secure sum)", "central (sealed point)",
+                  "local refine (codebook)", "partition, shuffle (secure sum)"):
+        assert f"| {label} |" in out
+    assert "| 1e+04 | 12 |" in out  # shares_rule at the published operating point
