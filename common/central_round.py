@@ -35,7 +35,15 @@ thresholded Gaussian histogram of the grid cells at 8 sides
 (``threshold_histogram.py``): every cell whose noisy count of uncovered
 points passes the threshold is a candidate.
 
-Over 300 lines on purpose: the three algorithms' public parameters, their
+A fourth, ``greedy-001`` (issue 18), is seed 001's greedy (La Tour,
+Henzinger, Saulpic; Mettu and Plaxton's incremental algorithm on public
+net balls whose values are released by the same thresholded histogram,
+weighted: ``server/decoders/central/greedy.py``): its centers come in an
+order whose first k' answer k' <= k, and the counts' budget pays for a
+private elbow curve (the cost of every k') instead. k-median runs where
+nothing is projected. Not a default: it is chosen by name.
+
+Over 300 lines on purpose: the four algorithms' public parameters, their
 budget rules, the curator's event record and the round config are kept in
 one module, so one file says what a central run spends and why.
 
@@ -60,7 +68,7 @@ from shoal.common.threshold_histogram import (
     histogram_guarantee,
 )
 
-ALGORITHMS: tuple[str, ...] = ("maxcover-000", "maxcover-003", "gridhist")
+ALGORITHMS: tuple[str, ...] = ("maxcover-000", "maxcover-003", "gridhist", "greedy-001")
 OBJECTIVES: tuple[str, ...] = ("kmeans", "kmedian")
 DEFAULT_ALGORITHM = "auto"  # ``choose_algorithm``
 MAX_UNPROJECTED = 8  # seed 003 without projection only up to this dimension (grids in R^d)
@@ -78,6 +86,14 @@ SHIFTS = 2  # randomly shifted grids per level: a cluster cut by one grid's cell
 PROJECTION_SLACK = 1.5  # projected points are divided by this, then clipped to the unit ball
 HIST_LEVELS = 8  # gridhist: grid sides 2, 1, ..., 2^-6 (every level costs zCDP; ``_gridhist_share``)
 HIST_GAP = 2.5  # gridhist: the threshold is at most n / (HIST_GAP k) points (``_gridhist_share``)
+# greedy-001 (seed 001, ``server/decoders/central/greedy.py``): ball radii 2 .. 2^(1 - GREEDY_LEVELS), each
+# point's weight in a ball in units of 1 / GREEDY_Q, and the budget split (values, elbow, lift) with a
+# projection, or (values, elbow) without one.
+GREEDY_LEVELS = 8
+GREEDY_Q = 16
+GREEDY_SPLIT = (0.45, 0.1, 0.45)
+GREEDY_SPLIT_UNPROJECTED = (0.8, 0.2, 0.0)
+HISTOGRAM_RULES = ("threshold-gaussian", "seed001-values")  # cover rules whose delta comes from a HistogramNoise
 
 
 @dataclass(frozen=True)
@@ -90,11 +106,13 @@ class CoverSpec:
     shifts: int
     epsilon: float
     delta: float
-    rule: str  # "seed003-lemma6" (the greedy) or "threshold-gaussian" (gridhist): ``curator_guarantee``
-    histogram: HistogramNoise | None = None  # gridhist's noise and threshold (beta and picks are then 0)
+    # "seed003-lemma6" (the max-coverage greedy), "threshold-gaussian" (gridhist) or
+    # "seed001-values" (greedy-001's ball values): ``curator_guarantee``
+    rule: str
+    histogram: HistogramNoise | None = None  # the histogram rules' noise and threshold (beta and picks are then 0)
 
     def __post_init__(self) -> None:
-        if (self.rule == "threshold-gaussian") != (self.histogram is not None):
+        if (self.rule in HISTOGRAM_RULES) != (self.histogram is not None):
             raise ConfigError(f"cover rule {self.rule!r} and histogram {self.histogram!r} do not go together")
         if self.histogram is not None and self.histogram.levels != len(self.sides):
             raise ConfigError(f"histogram cover: {self.histogram.levels} levels for {len(self.sides)} grid sides")
@@ -111,7 +129,7 @@ class CentralSpec:
     epsilon: float
     delta: float
     cover: CoverSpec
-    count_epsilon: float  # the proxy's cell counts (discrete Laplace, L1 sensitivity 1)
+    count_epsilon: float  # the proxy's cell counts (discrete Laplace, L1 sensitivity 1); greedy-001: the elbow
     lift_steps: int  # noisy-average Lloyd steps in the original space (0: the proxy is the answer)
     lift_epsilon: float  # all lift steps together, split evenly over them
     lift_delta: float
@@ -135,8 +153,8 @@ class CentralSpec:
         if self.objective not in OBJECTIVES:
             raise ConfigError(f"unknown objective {self.objective!r}; known: {OBJECTIVES}")
         if self.objective == "kmedian" and self.lift_steps:
-            raise ConfigError(f"k-median runs where the proxy is the answer (maxcover-003 with d <= d', here d={self.dim}, "
-                              f"d'={self.proj_dim}): a lift averages, which is k-means")
+            raise ConfigError(f"k-median runs where the proxy is the answer (maxcover-003 or greedy-001 with d <= d', "
+                              f"here d={self.dim}, d'={self.proj_dim}): a lift averages, which is k-means")
 
     def event(self, steps: int | None = None) -> CuratorEvent:
         """The record of a run that took ``steps`` lift steps (default, and the only value: the spec's)."""
@@ -174,7 +192,7 @@ def curator_guarantee(event: CuratorEvent) -> tuple[float, float]:
     histogram's delta is recomputed from its noise (``histogram_guarantee``)."""
     if event.cover_rule == "seed003-lemma6":
         cover_delta = event.cover_delta
-    elif event.cover_rule == "threshold-gaussian" and event.cover_histogram is not None:
+    elif event.cover_rule in HISTOGRAM_RULES and event.cover_histogram is not None:
         spent = histogram_guarantee(event.cover_histogram, event.cover_epsilon)
         if spent > event.cover_delta:
             raise PrivacyError(f"the histogram cover's noise gives delta {spent} > its stated {event.cover_delta}")
@@ -213,6 +231,8 @@ def _split(algorithm: str, n: int, k: int, proj_dim: int, projected: bool, epsil
     margin 3 at side 1/4 gives it 0.5 and 0.022 (Google's library: 0.024),
     letter eps 4 0.055 -> 0.048, the paper generator n = 1e4 eps 1 0.0049 ->
     0.0086 (it needs fewer picks), n >= 1e5 unchanged (the 0.1 floor)."""
+    if algorithm == "greedy-001":
+        return GREEDY_SPLIT if projected else GREEDY_SPLIT_UNPROJECTED
     if algorithm == "gridhist":
         g = _gridhist_share(n, k, epsilon, delta / 2)
         return g, COUNT_SHARE, 1 - g - COUNT_SHARE
@@ -224,6 +244,11 @@ def _split(algorithm: str, n: int, k: int, proj_dim: int, projected: bool, epsil
     need = GREEDY_MARGIN * math.log(universe) * k / max(n, 1) * 2 * math.log(math.e / (delta / 2)) / epsilon
     g = min(0.5, max(0.1, need))
     return g, COUNT_SHARE, 1 - g - COUNT_SHARE
+
+
+def greedy_radii(levels: int) -> tuple[float, ...]:
+    """greedy-001's ball radii, coarse to fine: 2 (the unit ball's diameter) halving per level."""
+    return tuple(2.0 / GROWTH**i for i in range(levels))
 
 
 def histogram_sides() -> tuple[float, ...]:
@@ -316,6 +341,10 @@ def derive_central(algorithm: str, n: int, dim: int, k: int, epsilon: float, del
         sides = histogram_sides()
         noise = calibrate_histogram(eps_g, delta_g, len(sides), SHIFTS)
         cover = CoverSpec(0.0, 0, sides, SHIFTS, eps_g, delta_g, "threshold-gaussian", noise)
+    elif algorithm == "greedy-001":
+        sides = tuple(reversed(greedy_radii(GREEDY_LEVELS)))
+        noise = calibrate_histogram(eps_g, delta_g, len(sides), 1, weight=GREEDY_Q)
+        cover = CoverSpec(0.0, 0, sides, 1, eps_g, delta_g, "seed001-values", noise)
     else:
         beta, rule = greedy_step(eps_g, delta_g), "seed003-lemma6"
         cover = CoverSpec(beta, 2 * k, grid_sides(n, proj), SHIFTS, eps_g, delta_g, rule)
@@ -374,12 +403,13 @@ class CentralConfig:
 
 def derive_central_round(n_expected: int, dim: int, k: int, epsilon: float, delta: float, bound: PublicBound,
                          algorithm: str = DEFAULT_ALGORITHM, seed: int = 0, round_id: str = "central",
-                         lift_steps: int | None = None, records_per_device: int = 1) -> CentralConfig:
+                         lift_steps: int | None = None, records_per_device: int = 1,
+                         objective: str = "kmeans") -> CentralConfig:
     """A central round's config from an operator's request (n_expected devices, public).
     (epsilon, delta) is per record; with several records per device the device-level
     guarantee is the group-privacy one (``CentralConfig.device_guarantee``)."""
     spec = derive_central(algorithm, n_expected * max(1, int(records_per_device)), dim, k, epsilon, delta, seed=seed,
-                          lift_steps=lift_steps)
+                          lift_steps=lift_steps, objective=objective)
     return CentralConfig(round_id, k, dim, n_expected, bound, spec, records_per_device)
 
 

@@ -59,30 +59,36 @@ class HistogramNoise:
     shares: int  # draws summed per cell
     threshold: int  # a cell is released when count + noise >= threshold
     clip: int  # each draw truncated to |z| <= clip
+    # The most one point adds to one cell: 1 for counts; Q for the fixed-point
+    # weighted values of seed 001's greedy (``server/decoders/central/greedy.py``), where a
+    # point adds an integer in [0, Q] to its cell at each level.
+    weight: int = 1
 
     def __post_init__(self) -> None:
-        if self.levels < 1 or self.shifts < 1 or self.shares < 1:
-            raise ConfigError(f"histogram cover: levels {self.levels}, shifts {self.shifts}, shares {self.shares} "
-                              f"must be >= 1")
-        if not 1 <= self.sigma_sq <= MAX_GAUSSIAN_SIGMA_SQ or self.clip < 1 or self.threshold < 2:
+        if self.levels < 1 or self.shifts < 1 or self.shares < 1 or self.weight < 1:
+            raise ConfigError(f"histogram cover: levels {self.levels}, shifts {self.shifts}, shares {self.shares}, "
+                              f"weight {self.weight} must be >= 1")
+        if not 1 <= self.sigma_sq <= MAX_GAUSSIAN_SIGMA_SQ or self.clip < 1 or self.threshold < 1 + self.weight:
             raise ConfigError(f"histogram cover: sigma_sq {self.sigma_sq} in [1, 2^20], clip {self.clip} >= 1 and "
-                              f"threshold {self.threshold} >= 2 required")
+                              f"threshold {self.threshold} >= {1 + self.weight} (1 + weight) required")
 
     @property
     def sd(self) -> float:
-        """The noise's standard deviation per cell (in points)."""
+        """The noise's standard deviation per cell (in points, or in units of 1 / Q of a point's weight)."""
         return math.sqrt(self.shares * self.sigma_sq)
 
     @property
     def rho(self) -> float:
-        """zCDP of all levels' noisy counts (KLS: sensitivity sqrt(shifts), ``shifts`` affected cells)."""
-        return self.levels * gaussian_rho(math.sqrt(self.shifts), self.sigma_sq, self.shifts, self.shares, self.shares)
+        """zCDP of all levels' noisy values (KLS: sensitivity weight sqrt(shifts), ``shifts`` affected cells)."""
+        return self.levels * gaussian_rho(self.weight * math.sqrt(self.shifts), self.sigma_sq, self.shifts,
+                                          self.shares, self.shares)
 
     def alone_delta(self) -> float:
         """D: the chance, summed over levels, that one of x's own cells passes
-        (a sum of draws exceeds threshold - 2 only if one of them exceeds
-        (threshold - 2) / shares)."""
-        per_draw = discrete_gaussian_tail(self.sigma_sq, max(0, (self.threshold - 2) // self.shares))
+        (x adds at most ``weight``, so its cell passes only if the noise is at
+        least threshold - weight, i.e. exceeds threshold - weight - 1; a sum of
+        draws does so only if one of them exceeds (threshold - weight - 1) / shares)."""
+        per_draw = discrete_gaussian_tail(self.sigma_sq, max(0, (self.threshold - self.weight - 1) // self.shares))
         return min(1.0, self.levels * self.shifts * self.shares * per_draw)
 
 
@@ -98,16 +104,19 @@ def histogram_guarantee(noise: HistogramNoise, epsilon: float) -> float:
     return min(1.0, zcdp_delta_tight(noise.rho, epsilon - slack) + alone + truncation)
 
 
-def calibrate_histogram(epsilon: float, delta: float, levels: int, shifts: int) -> HistogramNoise:
-    """The least noise and threshold whose cover is (epsilon, delta)-DP."""
+def calibrate_histogram(epsilon: float, delta: float, levels: int, shifts: int, weight: int = 1) -> HistogramNoise:
+    """The least noise and threshold whose cover is (epsilon, delta)-DP when a
+    point adds at most ``weight`` to each of its cells."""
     if not (math.isfinite(epsilon) and epsilon > 0) or not 0 < delta < 1:
         raise ConfigError(f"histogram cover needs eps > 0 and delta in (0, 1), got {epsilon}, {delta}")
     # The conditioning's slack is at most -ln(1 - delta): keep it out of the conversion's eps.
     rho = rho_for_tight(epsilon + math.log1p(-delta), delta * (1 - THRESHOLD_SHARE) * 0.999) / levels
-    sens_sq = float(shifts)
+    if weight < 1:
+        raise ConfigError(f"histogram cover: weight must be >= 1, got {weight}")
+    sens_sq = float(shifts) * weight**2
     shares = max(1, math.ceil(sens_sq / (2 * rho) / (MAX_GAUSSIAN_SIGMA_SQ * 0.9)))
     sigma_sq = max(1, math.ceil(sens_sq / (2 * rho * shares)))
-    while gaussian_rho(math.sqrt(shifts), sigma_sq, shifts, shares, shares) > rho:
+    while gaussian_rho(weight * math.sqrt(shifts), sigma_sq, shifts, shares, shares) > rho:
         sigma_sq += max(1, sigma_sq // 1000)
     if sigma_sq > MAX_GAUSSIAN_SIGMA_SQ:
         raise ConfigError(f"histogram cover: a draw would need sigma_sq {sigma_sq} > 2^20")
@@ -117,7 +126,7 @@ def calibrate_histogram(epsilon: float, delta: float, levels: int, shifts: int) 
     z = max(0, math.floor(math.sqrt(2 * sigma_sq * math.log(1 / budget)) * 0.9))
     while discrete_gaussian_tail(sigma_sq, z) > budget:
         z += max(1, z // 200)
-    noise = HistogramNoise(levels, shifts, sigma_sq, shares, shares * z + 2, clip)
+    noise = HistogramNoise(levels, shifts, sigma_sq, shares, shares * z + 1 + weight, clip, weight)
     spent = histogram_guarantee(noise, epsilon)
     if spent > delta:
         raise ConfigError(f"histogram cover calibration overspent delta: {spent} > {delta}")

@@ -132,6 +132,9 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
                    help="--scale: keep each size's store in DIR/nN_dD and reuse it when a later run finds it there")
     b.add_argument("--capacity", action="store_true",
                    help="one server replica's ingestion on SQLite and PostgreSQL, and two replicas on one PostgreSQL")
+    b.add_argument("--greedy", action="store_true",
+                   help="seed 001's greedy (central): the elbow on the paper generator (k = 2 k_true) and the "
+                        "objective against gridhist")
     b.add_argument("--wire", action="store_true",
                    help="the bytes a device sends per round kind (JSON, binary, to the shuffler) beside its "
                         "randomiser's output, and secure-sum shares per device over n")
@@ -245,7 +248,8 @@ def _bench(args: argparse.Namespace) -> int:
         args.out = Path(tempfile.mkdtemp(prefix="shoal-bench-"))
         print(f"shoal bench: results go to {args.out} (--out to choose)", file=sys.stderr)
     for flag, module in (("services", "services"), ("decode_memory", "decode_memory"), ("capacity", "capacity"),
-                         ("scale", "scale"), ("wire", "wire")):
+                         ("scale", "scale"), ("wire", "wire"),
+                         ("greedy", "greedy")):
         if getattr(args, flag, False):  # each of these benchmarks is its own module's ``run``
             return int(importlib.import_module(f"shoal.deploy.bench.{module}").run(args))
     if args.encoder == "sketch":

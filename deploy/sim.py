@@ -504,7 +504,7 @@ def run_sim(args: argparse.Namespace) -> int:
             "nonprivate_objective": nonprivate_objective(ball, k),
             "trivial_objective": kmeans_cost(ball, ball.mean(0, keepdims=True)) / n,
             "reports_per_second": n / send_s, "send_seconds": send_s, "decode_seconds": decode_s,
-            "centers": res["centers"], "quality": res.get("quality"),
+            "centers": res["centers"], "quality": res.get("quality"), "elbow": res.get("elbow"),
             "pending_in_shuffler": None if pending is None else pending["pending"],
         }
         if not args.json:  # the first round's result now, before a refine round's devices start (issue 16)
@@ -527,6 +527,10 @@ def run_sim(args: argparse.Namespace) -> int:
                 print(f"  sketch: m={dg['m']} r={dg['r']}, SNR {snr if snr is None else format(snr, '.3g')} "
                       f"(x m/(kd): {dg['snr_times_m_over_kd'] if snr is None else format(dg['snr_times_m_over_kd'], '.3g')}; "
                       f"success expected >= 100, seed 002 Sec. 5), sketch residual {dg['sketch_residual']:.3f}")
+            if res.get("elbow"):  # greedy-001: ordered centers and the private elbow curve (issue 18)
+                el = res["elbow"]
+                print(f"  elbow: suggested k' = {el['suggested_k']}; cost per point of the first k' centers: "
+                      + ", ".join(f"{c['k']}: {c['cost'] / n:.4g} +- {c['band'] / n:.2g}" for c in el["costs"]))
             print(f"  objective {out['normalized_objective']:.5f}  non-private {out['nonprivate_objective']:.5f}  one center {out['trivial_objective']:.5f}")
             print("  centers:")
             print(format_centers(res["centers"], precision=3), flush=True)

@@ -112,6 +112,8 @@ class CentralTuningIn(BaseModel):
     records_per_device: int | None = Field(None, ge=1, le=MAX_RECORDS, description=(
         "records a device may seal in its one message (default 1); eps and delta are per record, a device's "
         "records together get the group-privacy guarantee (the round's privacy statement says both)"))
+    objective: Literal["kmeans", "kmedian"] | None = Field(None, description=(
+        "kmedian: maxcover-003 or greedy-001 where nothing is projected (d <= d'); default kmeans"))
 
 
 class CreateRoundIn(BaseModel):
@@ -132,9 +134,11 @@ class CreateRoundIn(BaseModel):
         "local", description=("shuffle: epsilon/delta are the central target for batches of >= min_batch; "
                               "central: the server is the curator (devices seal raw points to it; "
                               "common/central_round.py)"))
-    algorithm: Literal["auto", "maxcover-000", "maxcover-003", "gridhist"] | None = Field(
-        None, description=("central model only: seed 000's or seed 003's private max coverage, or seed 000's "
-                           "pipeline with a thresholded histogram cover (gridhist); auto: by dimension"))
+    algorithm: Literal["auto", "maxcover-000", "maxcover-003", "gridhist", "greedy-001"] | None = Field(
+        None, description=("central model only: seed 000's or seed 003's private max coverage, seed 000's "
+                           "pipeline with a thresholded histogram cover (gridhist), or seed 001's greedy "
+                           "(greedy-001: centers in order, the first k' answer k', with a private elbow curve); "
+                           "auto: by dimension"))
     delta: float | None = Field(None, gt=0, lt=1, description="shuffle and central models only")
     min_batch: int | None = Field(None, ge=2, le=10**9, description=(
         "shuffle model only: smallest batch released (sketch rounds: fewest devices whose noise shares give the guarantee)"))
@@ -334,6 +338,22 @@ class PrivacyOut(BaseModel):
     guarantees: list[GuaranteeOut] = Field(description="one statement per threat model, in words")
 
 
+class ElbowCostOut(BaseModel):
+    k: int = Field(description="k': the first k' centers of the ordered answer")
+    cost: float = Field(description="their private cost (sum over points, in the unit ball's units)")
+    band: float = Field(description="two standard deviations of that cost's noise")
+
+
+class ElbowOut(BaseModel):
+    """greedy-001 rounds (seed 001): the centers come in order, the first k' are the answer for k'."""
+
+    costs: list[ElbowCostOut]
+    suggested_k: int
+    objective: Literal["kmeans", "kmedian"]
+    units: str
+    rule: str = Field(description="how suggested_k is chosen")
+
+
 class ResultOut(BaseModel):
     round_id: str
     centers: list[list[float]]
@@ -343,3 +363,4 @@ class ResultOut(BaseModel):
     ball_centers: list[list[float]] | None = None
     quality: QualityOut | None = Field(default=None, description="the verdict (refine rounds have none)")
     picture: PictureOut | None = Field(default=None, description="tree rounds: the coreset the dashboard draws")
+    elbow: ElbowOut | None = Field(default=None, description="greedy-001 rounds: the private elbow curve")

@@ -159,3 +159,19 @@ def test_shoal_simulate_runs_a_partition_round_and_says_it_has_no_local_guarante
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert "device eps none (secure sum)" in text and "first round objective" in text
+
+
+def test_sim_greedy_round_returns_ordered_centers_with_a_private_elbow_curve(capsys):
+    """Issue 18: a central round decoded by seed 001's greedy through the services:
+    the result carries the elbow curve (k' = 1..k) and a suggested k'."""
+    args = ["sim", "--users", "3000", "--dataset", "gauss", "--eps", "4", "--model", "central",
+            "--algorithm", "greedy-001", "--via-shuffler", "--min-batch", "50", "--json"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["encoder"] == "greedy-001" and out["privacy"]["parts"]["cover"]["rule"] == "seed001-values"
+    assert out["privacy"]["central_epsilon"] <= 4 + 1e-9
+    elbow = out["elbow"]
+    assert [c["k"] for c in elbow["costs"]] == list(range(1, out["k"] + 1))
+    assert 1 <= elbow["suggested_k"] <= out["k"] and elbow["objective"] == "kmeans"
+    assert elbow["costs"][0]["cost"] > elbow["costs"][-1]["cost"]
+    assert out["normalized_objective"] < 0.2 * out["trivial_objective"]

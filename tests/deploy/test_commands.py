@@ -318,3 +318,12 @@ def test_wire_smoke_gives_bytes_per_device_for_every_kind_a_device_answers(tmp_p
                   "local refine (codebook)", "partition, shuffle (secure sum)"):
         assert f"| {label} |" in out
     assert "| 1e+04 | 12 |" in out  # shares_rule at the published operating point
+
+
+def test_greedy_smoke_prints_the_elbow_and_the_objective_against_gridhist(tmp_path, capsys):
+    assert main(["bench", "--greedy", "--smoke", "--out", str(tmp_path), "--data-dir", str(tmp_path / "none")]) == 0
+    out = capsys.readouterr().out
+    assert "machine:" in out and "delta = 1e-06" in out and "asked for k = 16" in out
+    row = next(line for line in out.splitlines() if line.startswith("| 0 | 10000 |"))
+    assert 1 <= int(row.split(" | ")[2]) <= 16
+    assert "| paper | 10000 | 100 | 8 | 1 |" in out and "| paper | 10000 | 100 | 8 | 4 |" in out

@@ -25,6 +25,7 @@ from shoal.common.central_round import CentralSpec, curator_guarantee
 from shoal.common.errors import ConfigError
 from shoal.common.exact_sampling import discrete_laplace, laplace_scale_fraction
 from shoal.common.threats import curator_guarantee as curator_guarantee_words
+from shoal.server.decoders.central.greedy import greedy_fit
 from shoal.server.decoders.central.grids import (
     Occupied,
     cells,
@@ -56,6 +57,8 @@ class CentralFit:
     proxy_weights: NDArray[np.float64]
     lift_steps: int
     diagnostics: dict[str, Any] = field(default_factory=dict)
+    elbow: list[dict[str, float]] | None = None  # greedy-001: private cost of the first k' centers, k' = 1..k
+    suggested_k: int | None = None  # greedy-001: the elbow rule's k' (``greedy.elbow_curve``)
 
 
 def _level(y: NDArray[np.float64], alive: NDArray[np.int64], side: float, spec: CentralSpec,
@@ -168,6 +171,10 @@ def central_kmeans(x: NDArray[np.float64], spec: CentralSpec, rng: np.random.Gen
         raise ConfigError("central k-means: no points")
     matrix = projection(spec.dim, spec.proj_dim, np.random.default_rng([spec.seed, 1]))
     y = project(x, matrix)
+    if spec.algorithm == "greedy-001":  # seed 001: its own pipeline (``greedy.py``), no proxy
+        g = greedy_fit(x, y, spec, rng)
+        return CentralFit(g.centers, g.sizes, np.zeros((0, spec.proj_dim)), np.zeros(0), spec.lift_steps,
+                          g.diagnostics, g.elbow, g.suggested_k)
     cand, sides, useful = candidates(y, spec, rng)
     pts, w, keep = proxy(y, cand, spec, rng)
     diagnostics: dict[str, Any] = {"candidates": int(cand.shape[0]), "nonempty_picks": useful,
@@ -239,6 +246,16 @@ def clusters_beat_the_mean(merged: Merged, dim: int, sd: float) -> tuple[bool, f
     return gain > 0, gain / total
 
 
+_COVER_WORDS = {
+    "seed003-lemma6": "exponential mechanism per pick (exact), greedy maximum coverage",
+    "threshold-gaussian": "thresholded histogram of grid cells per level (exact discrete Gaussian counts, only the "
+                          "cells that pass are released)",
+    "seed001-values": "seed 001's ball values: each point's weight (1 - |p - c| / r)^z in fixed point summed per "
+                      "net ball and level, exact discrete Gaussian noise, only the balls that pass the threshold "
+                      "are released, with their noisy values",
+}
+
+
 def privacy_statement(spec: CentralSpec, steps: int | None = None) -> dict[str, Any]:
     """A run's privacy statement, built from its event record (``curator_guarantee``)."""
     event = spec.event(steps)
@@ -257,11 +274,11 @@ def privacy_statement(spec: CentralSpec, steps: int | None = None) -> dict[str, 
             "census": {"epsilon": event.census_epsilon, "mechanism": "discrete Laplace count of n"}
             if event.census_epsilon else {"epsilon": 0.0, "mechanism": "n given as public"},
             "cover": {"epsilon": event.cover_epsilon, "delta": event.cover_delta, "rule": event.cover_rule,
-                      "mechanism": "exponential mechanism per pick (exact), greedy maximum coverage"
-                      if event.cover_histogram is None else
-                      "thresholded histogram of grid cells per level (exact discrete Gaussian counts, only "
-                      "the cells that pass are released)"},
-            "counts": {"epsilon": event.count_epsilon, "mechanism": "discrete Laplace, L1 sensitivity 1"},
+                      "mechanism": _COVER_WORDS[event.cover_rule]},
+            "counts": {"epsilon": event.count_epsilon, "mechanism": "discrete Laplace, L1 sensitivity 1"}
+            if event.cover_rule != "seed001-values" else
+            {"epsilon": event.count_epsilon, "mechanism": "elbow curve: each point's cost drops to the first k' "
+             "centers (L1 sensitivity D^z for all k' at once), fixed point, discrete Laplace"},
             "lift": [{"epsilon": e, "delta": d, "mechanism": "discrete Laplace sizes, discrete Gaussian sums "
                       "(parallel over parts)"} for e, d in zip(event.lift_epsilons, event.lift_deltas, strict=True)],
         },

@@ -83,7 +83,7 @@ class CentralServer:
             raise DecodeError(f"round {round_id} has no points to decode")
         fit = central_kmeans(x, config.spec, np.random.default_rng(secrets.randbits(128)))
         centers = config.bound.project_ball(fit.centers)
-        return {
+        out = {
             "round_id": round_id,
             "centers": config.bound.from_ball(centers).tolist(),
             "ball_centers": centers.tolist(),
@@ -91,6 +91,12 @@ class CentralServer:
             "privacy": _statement(config, fit.lift_steps),
             "diagnostics": dict(fit.diagnostics, algorithm=config.spec.algorithm),
         }
+        if fit.elbow is not None:  # greedy-001: the centers are ordered; the first k' answer k'
+            out["elbow"] = {"costs": fit.elbow, "suggested_k": fit.suggested_k, "objective": config.spec.objective,
+                            "units": "the data mapped into the unit ball (the round's bound)",
+                            "rule": "the largest k' whose cost drop from k' - 1 is at least half of cost(k') "
+                                    "and 3 noise deviations (server/decoders/central/greedy.py)"}
+        return out
 
     def privacy(self, config: CentralConfig) -> tuple[object, dict[str, Any]]:
         return config.event, _statement(config)

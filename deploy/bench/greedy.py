@@ -1,0 +1,118 @@
+"""``shoal bench --greedy``: seed 001's greedy in the curator model (issue 18, first part).
+
+Two measurements, each printed with how it was run:
+
+1. The elbow: the paper generator (seed 004, Sec. 5; k_true = 8, d = 100,
+   n = 1e5) asked for k = 16 at eps = 1, delta = 1e-6, seeds 0-2: the
+   suggested k' (``greedy.elbow_curve``'s rule), the objective of the first
+   8 centers, and at how many k' the released cost's band covers the exact
+   cost of the released centers.
+2. The objective: greedy-001 against gridhist (the central default above
+   d') at the true k on the paper generator (n = 1e4, 1e5) and letter
+   (when ``--data-dir`` has it), eps 1 and 4, mean of seeds 0-2, with the
+   seconds of each run.
+
+``--smoke``: n = 1e4, one seed, no letter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shoal.common.central_round import derive_central
+from shoal.deploy.bench.accuracy import machine
+from shoal.deploy.datasets import Dataset, load_letter, paper_mixture
+from shoal.server.decoders.central.greedy import prefix_costs
+from shoal.server.decoders.central.pipeline import central_kmeans
+
+DELTA = 1e-6
+
+
+def _objective(x: np.ndarray, centers: np.ndarray) -> float:
+    return float(prefix_costs(x, centers, 2)[:, -1].mean())
+
+
+def elbow_rows(n: int, seeds: tuple[int, ...]) -> list[dict[str, Any]]:
+    rows = []
+    for seed in seeds:
+        ds = paper_mixture(n, seed=seed)
+        x = ds.bound.to_ball(ds.points)
+        spec = derive_central("greedy-001", n, x.shape[1], 2 * ds.k, 1.0, DELTA, seed=seed + 10)
+        fit = central_kmeans(x, spec, np.random.default_rng(seed + 20))
+        exact = prefix_costs(x, fit.centers, 2).sum(0)
+        assert fit.elbow is not None
+        covered = sum(abs(e["cost"] - c) <= e["band"] for e, c in zip(fit.elbow, exact, strict=True))
+        rows.append({"seed": seed, "n": n, "k_true": ds.k, "k": 2 * ds.k, "suggested_k": fit.suggested_k,
+                     "objective_first_k_true": _objective(x, fit.centers[:ds.k]), "band_covers": int(covered),
+                     "curve": [e["cost"] / n for e in fit.elbow]})
+    return rows
+
+
+def objective_rows(sets: list[tuple[str, Any]], eps_list: tuple[float, ...], seeds: tuple[int, ...]) -> list[dict[str, Any]]:
+    rows = []
+    for name, make in sets:
+        for eps in eps_list:
+            row: dict[str, Any] = {"dataset": name, "eps": eps}
+            for alg in ("greedy-001", "gridhist"):
+                vals, secs = [], []
+                for seed in seeds:
+                    ds: Dataset = make(seed)
+                    x = ds.bound.to_ball(ds.points)
+                    spec = derive_central(alg, x.shape[0], x.shape[1], ds.k, eps, DELTA, seed=seed + 10)
+                    t = time.perf_counter()
+                    fit = central_kmeans(x, spec, np.random.default_rng(seed + 20))
+                    secs.append(time.perf_counter() - t)
+                    vals.append(_objective(x, fit.centers))
+                row[alg] = {"objective": float(np.mean(vals)), "seconds": float(np.mean(secs))}
+            row.update(n=x.shape[0], d=x.shape[1], k=ds.k)
+            rows.append(row)
+    return rows
+
+
+def _markdown(elbow: list[dict[str, Any]], objective: list[dict[str, Any]], seeds: tuple[int, ...]) -> str:
+    lines = ["# shoal bench --greedy", "",
+             f"machine: {machine()}; delta = {DELTA:g}; seeds {','.join(map(str, seeds))} (data, public and "
+             "private draws all from the seed); `deploy/bench/greedy.py`", "",
+             "## Elbow: the paper generator, k_true = 8, asked for k = 16, eps = 1", "",
+             "| seed | n | suggested k' | objective of the first 8 | band covers the exact cost at | "
+             "cost per point, k' = 1..16 |", "|---|---|---|---|---|---|"]
+    for r in elbow:
+        lines.append(f"| {r['seed']} | {r['n']} | {r['suggested_k']} | {r['objective_first_k_true']:.3g} | "
+                     f"{r['band_covers']}/{r['k']} k' | {', '.join(f'{c:.3g}' for c in r['curve'])} |")
+    lines += ["", "## Objective at the true k: greedy-001 against gridhist (mean over seeds)", "",
+              "| dataset | n | d | k | eps | greedy-001 | gridhist | ratio | seconds (greedy-001, gridhist) |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for r in objective:
+        g, h = r["greedy-001"], r["gridhist"]
+        lines.append(f"| {r['dataset']} | {r['n']} | {r['d']} | {r['k']} | {r['eps']:g} | {g['objective']:.4g} | "
+                     f"{h['objective']:.4g} | {g['objective'] / h['objective']:.2f} | "
+                     f"{g['seconds']:.1f}, {h['seconds']:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    smoke = bool(args.smoke)
+    seeds = (0,) if smoke else (0, 1, 2)
+    elbow = elbow_rows(10_000 if smoke else 100_000, seeds)
+    sets: list[tuple[str, Any]] = [("paper", lambda s: paper_mixture(10_000, seed=s))]
+    if not smoke:
+        sets.append(("paper", lambda s: paper_mixture(100_000, seed=s)))
+        letter = Path(args.data_dir)
+        if any(letter.glob("letter*")):
+            sets.append(("letter", lambda s: load_letter(letter)))
+    objective = objective_rows(sets, (1.0, 4.0), seeds)
+    text = _markdown(elbow, objective, seeds)
+    print(text)
+    if not smoke:
+        out: Path = args.out
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "greedy.md").write_text(text)
+        (out / "greedy.json").write_text(json.dumps({"machine": machine(), "elbow": elbow, "objective": objective},
+                                                    indent=1))
+    return 0

@@ -1,0 +1,236 @@
+"""Seed 001's greedy in the curator model: private ball values, an ordering
+of centers that answers every k' <= k, and a private elbow curve (issue 18).
+
+La Tour, Henzinger, Saulpic ("Making old things new", seed 001), Sec. 3
+and Alg. 1: Mettu and Plaxton's incremental greedy on balls from public
+nets, with the values released privately. shoal's instance (the seed's
+copy lost its formulas; every constant below is shoal's and named):
+
+- Nets (Modification 1): level l = 0..L-1 has radius r_l = 2^(1-l) and one
+  public randomly shifted grid of side 2 r_l / sqrt(d'); a net point is a
+  cell's center, and its cube lies inside the ball B(c, r_l).
+- Values (Def. 3.1, generalized summation, Sec. 4): a point p adds
+  (1 - |p - c| / r_l)^z in [0, 1] to the ball of the cell that holds it,
+  z = 2 for k-means, 1 for k-median; the ball's value is r_l^z times the
+  sum. A point counts for the one ball of its own cell per level (the
+  seed counts it for every ball within r_l): frequency M = L, so one point
+  moves L values by at most 1 each.
+- Release: the sums in fixed point (each term stochastically rounded to
+  1/Q, unbiased) through the thresholded Gaussian histogram of
+  ``common/threshold_histogram.py`` with weight Q and one grid per level:
+  only non-empty cells are considered, only cells whose noisy sum passes
+  the threshold are released, with their noisy sums. Everything after
+  is post-processing.
+- Greedy (Alg. 1, Modification 2: noisy values instead of exact ones):
+  k times, the available released ball of largest noisy value; then, while
+  a released available child exists (a ball of the next level whose center
+  is within CHILD r_l), the child of largest value; the last ball's center
+  is the next center, and every ball B(c, r) with |c - s| <= FORBID r is
+  forbidden from then on. The centers come out in order: the first k'
+  are the answer for k' (Thm. 3.4).
+- Lift (projected runs, seed 000 Step 4): the points' parts by nearest of
+  the k projected centers, each part's mean by NoisyAVG
+  (``noisy_average.py``); the first k' lifted centers answer k'.
+- Elbow (Sec. 2, Lemma 2.5's costs from released sums): each point's costs
+  to the first k' centers, c_1 >= ... >= c_k >= 0, are released as the
+  successive drops (c_1 - c_2, ..., c_{k-1} - c_k, c_k), non-negative and
+  summing to c_1 <= D^z (D = 2, the unit ball's diameter): an L1
+  sensitivity of D^z for all k costs at once, in fixed point with
+  discrete Laplace noise. cost(k') is the sum of the released drops from
+  k' on; its band is two standard deviations of that sum's noise.
+  The suggested k' is the largest whose drop (cost(k'-1) - cost(k')) is
+  at least ELBOW_RATIO of cost(k') and GAIN_SDS noise deviations.
+Pure numpy; private draws from ``rng``, public ones from the spec's seed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from shoal.common.central_round import CentralSpec, greedy_radii
+from shoal.common.errors import ConfigError
+from shoal.common.exact_sampling import (
+    discrete_gaussian,
+    discrete_laplace,
+    discrete_laplace_variance,
+    laplace_scale_fraction,
+)
+from shoal.common.threshold_histogram import HistogramNoise
+from shoal.server.decoders.central.grids import Grid, cells
+from shoal.server.decoders.central.noisy_average import calibrate, noisy_means
+from shoal.server.decoders.kmeans import assign
+
+Z_OF = {"kmeans": 2, "kmedian": 1}
+SIDE = 1.0  # a level's cube has side SIDE r / sqrt(d'): its half-diagonal is r / 2, so a typical point weighs ~1/2
+CHILD = 1.0  # a child of B(c, r) is a next-level ball whose center is within CHILD r of c
+FORBID = 2.0  # a chosen center s forbids every ball B(c, r) with |c - s| <= FORBID r
+ELBOW_BITS = 10  # the elbow's fixed point: costs in units of 2^-ELBOW_BITS
+ELBOW_RATIO = 0.5  # suggested k': its drop is at least this share of cost(k') ...
+GAIN_SDS = 3.0  # ... and this many standard deviations of the drop's noise
+DIAMETER = 2.0  # of the unit ball, where points and lifted centers live
+
+
+@dataclass(frozen=True)
+class Balls:
+    """The released balls of every level: level, center (projected space), noisy value (r^z units)."""
+
+    level: NDArray[np.int64]
+    centers: NDArray[np.float64]
+    values: NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class GreedyFit:
+    centers: NDArray[np.float64]  # (k, d) in the unit ball, in the greedy's order
+    sizes: NDArray[np.float64]
+    elbow: list[dict[str, float]]
+    suggested_k: int
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+
+
+def level_grids(spec: CentralSpec) -> list[Grid]:
+    """One public shifted grid per level, coarse to fine (cube side SIDE r / sqrt(d'))."""
+    public = np.random.default_rng([spec.seed, 3])
+    sides = [SIDE * r / math.sqrt(spec.proj_dim) for r in greedy_radii(len(spec.cover.sides))]
+    return [Grid(side, public.uniform(0.0, side, size=spec.proj_dim)) for side in sides]
+
+
+def fixed_point_weights(y: NDArray[np.float64], centers: NDArray[np.float64], radius: float, z: int, q: int,
+                        rng: np.random.Generator) -> NDArray[np.int64]:
+    """Each point's (1 - |p - c| / r)^z clipped to [0, 1], stochastically rounded to
+    integers in [0, q]: unbiased (E = q w) and never above q (the cell's sensitivity)."""
+    w = np.clip(1.0 - np.linalg.norm(y - centers, axis=1) / radius, 0.0, 1.0) ** z
+    scaled = q * w
+    low = np.floor(scaled)
+    return np.minimum(low + (rng.random(scaled.shape) < scaled - low), q).astype(np.int64)
+
+
+def noisy_sums(sums: NDArray[np.int64], noise: HistogramNoise, rng: np.random.Generator) -> NDArray[np.int64]:
+    """sum + the sum of ``shares`` truncated N_Z(0, sigma_sq) draws, per cell (exact)."""
+    total = np.asarray(sums, dtype=np.int64).copy()
+    for _ in range(noise.shares):
+        total += discrete_gaussian(noise.sigma_sq, noise.clip, total.size, rng)
+    return total
+
+
+def ball_values(y: NDArray[np.float64], spec: CentralSpec, rng: np.random.Generator) -> Balls:
+    """Every level's released balls (module docstring, Values and Release)."""
+    noise = spec.cover.histogram
+    if noise is None or noise.shifts != 1:
+        raise ConfigError(f"seed 001's values need a one-grid histogram, got {noise!r}")
+    z = Z_OF[spec.objective]
+    levels, centers, values = [], [], []
+    for level, (grid, r) in enumerate(zip(level_grids(spec), greedy_radii(noise.levels), strict=True)):
+        rows, inverse = cells(grid.index(y))
+        middle = grid.centers(rows)
+        weights = fixed_point_weights(y, middle[inverse], r, z, noise.weight, rng)
+        noisy = noisy_sums(np.bincount(inverse, weights=weights, minlength=rows.shape[0]).astype(np.int64), noise, rng)
+        ok = noisy >= noise.threshold
+        levels.append(np.full(int(ok.sum()), level, dtype=np.int64))
+        centers.append(middle[ok])
+        values.append(r**z * noisy[ok] / noise.weight)
+    return Balls(np.concatenate(levels), np.concatenate(centers), np.concatenate(values))
+
+
+def greedy_order(balls: Balls, k: int, radii: tuple[float, ...]) -> tuple[NDArray[np.float64], list[int]]:
+    """Alg. 1 on released balls: k centers in order (projected space) and each
+    center's final level. When no released ball is available any more, the
+    next centers are the released balls of largest value not yet chosen
+    (post-processing; Alg. 1 has no such case because every ball is
+    released there); with none left, the last center repeats."""
+    r = np.asarray(radii)[balls.level]
+    available = np.ones(balls.level.size, dtype=bool)
+    unused = np.ones(balls.level.size, dtype=bool)
+    chosen: list[NDArray[np.float64]] = []
+    depth: list[int] = []
+    last = len(radii) - 1
+    for _ in range(k):
+        pool = available if available.any() else unused
+        if not pool.any():
+            break
+        cur = int(np.flatnonzero(pool)[np.argmax(balls.values[pool])])
+        while pool is available and balls.level[cur] < last:
+            near = np.linalg.norm(balls.centers - balls.centers[cur], axis=1) <= CHILD * r[cur]
+            kids = np.flatnonzero(available & near & (balls.level == balls.level[cur] + 1))
+            if kids.size == 0:
+                break
+            cur = int(kids[np.argmax(balls.values[kids])])
+        s = balls.centers[cur]
+        chosen.append(s)
+        depth.append(int(balls.level[cur]))
+        unused[cur] = False
+        available &= np.linalg.norm(balls.centers - s, axis=1) > FORBID * r
+    if not chosen:
+        chosen, depth = [np.zeros(balls.centers.shape[1])], [0]
+    while len(chosen) < k:
+        chosen.append(chosen[-1])
+        depth.append(depth[-1])
+    return np.vstack(chosen), depth
+
+
+def prefix_costs(x: NDArray[np.float64], centers: NDArray[np.float64], z: int) -> NDArray[np.float64]:
+    """(n, k): each point's cost to its nearest of the first k' centers, k' = 1..k."""
+    out = np.empty((x.shape[0], centers.shape[0]))
+    for lo in range(0, x.shape[0], 65536):
+        part = x[lo:lo + 65536]
+        d2 = np.maximum((part**2).sum(1)[:, None] - 2 * part @ centers.T + (centers**2).sum(1)[None, :], 0.0)
+        out[lo:lo + 65536] = np.minimum.accumulate(d2 if z == 2 else np.sqrt(d2), axis=1)
+    return out
+
+
+def elbow_curve(x: NDArray[np.float64], centers: NDArray[np.float64], z: int, epsilon: float,
+                rng: np.random.Generator) -> tuple[list[dict[str, float]], int]:
+    """The private costs of the first k' centers, k' = 1..k, with their bands,
+    and the suggested k' (module docstring, Elbow)."""
+    k = centers.shape[0]
+    costs = prefix_costs(x, centers, z)
+    drops = np.concatenate([costs[:, :-1] - costs[:, 1:], costs[:, -1:]], axis=1)  # >= 0, sums to c_1
+    scale = 1 << ELBOW_BITS
+    scaled = drops * scale
+    low = np.floor(scaled)
+    fixed = (low + (rng.random(scaled.shape) < scaled - low)).astype(np.int64).sum(0)
+    # Each of a point's k terms rounds up by less than 1: L1 sensitivity <= D^z 2^b + k.
+    sensitivity = math.ceil(DIAMETER**z * scale) + k
+    t, s = laplace_scale_fraction(sensitivity, epsilon)
+    noisy = (fixed + discrete_laplace(t, s, k, rng)) / scale
+    var = discrete_laplace_variance(t, s) / scale**2
+    tail = np.cumsum(noisy[::-1])[::-1]  # cost(k') = sum of the drops from k' on
+    curve = [{"k": j + 1, "cost": float(tail[j]), "band": float(2 * math.sqrt(var * (k - j)))} for j in range(k)]
+    sd = math.sqrt(var)
+    suggested = 1
+    for j in range(1, k):  # the drop into k' = j + 1 is the released drop j - 1 ... of index j - 1
+        gain = float(noisy[j - 1])
+        if gain >= ELBOW_RATIO * max(float(tail[j]), 0.0) and gain >= GAIN_SDS * sd:
+            suggested = j + 1
+    return curve, suggested
+
+
+def greedy_fit(x: NDArray[np.float64], y: NDArray[np.float64], spec: CentralSpec, rng: np.random.Generator) -> GreedyFit:
+    """Seed 001's greedy end to end on ``x`` (unit ball) and its projection ``y``."""
+    radii = greedy_radii(len(spec.cover.sides))
+    balls = ball_values(y, spec, rng)
+    order, depth = greedy_order(balls, spec.k, radii)
+    diagnostics: dict[str, Any] = {"released_balls": int(balls.level.size), "proj_dim": spec.proj_dim,
+                                   "levels": len(radii), "center_levels": depth,
+                                   "value_threshold_points": spec.cover.histogram.threshold / spec.cover.histogram.weight
+                                   if spec.cover.histogram else None}
+    if spec.lift_steps:
+        avg = calibrate(spec.dim, spec.lift_epsilon, spec.lift_delta)
+        means, sizes = noisy_means(x, assign(y, order), spec.k, avg, rng)
+        ok = ~np.isnan(means).any(axis=1)
+        # A part too small to average takes the mean of the others (post-processing of released sums).
+        fill = (means[ok] * sizes[ok, None]).sum(0) / max(float(sizes[ok].sum()), 1.0) if ok.any() \
+            else np.zeros(spec.dim)
+        centers = np.where(ok[:, None], np.nan_to_num(means), fill)
+        diagnostics["lift_sum_sd"] = avg.sum_sd
+    else:  # the greedy's centers live in the data's space; no sizes are released
+        centers, sizes = order, np.zeros(spec.k)
+    norms = np.linalg.norm(centers, axis=1, keepdims=True)
+    centers = centers / np.maximum(norms, 1.0)
+    curve, suggested = elbow_curve(x, centers, Z_OF[spec.objective], spec.count_epsilon, rng)
+    return GreedyFit(centers, sizes, curve, suggested, diagnostics)
