@@ -41,6 +41,9 @@ ENCODER_CHOICES: tuple[str, ...] = ("auto",) + ENCODERS
 MODELS: tuple[str, ...] = ("local", "shuffle")
 
 
+TREE_CENTERS: tuple[str, ...] = ("kmeans", "greedy")
+
+
 @dataclass(frozen=True)
 class TreeParams:
     """BUILDTREE / COMPUTETHRESHOLD parameters (seed 004, Alg. 1-2) plus a noise gate.
@@ -55,8 +58,14 @@ class TreeParams:
     gamma_steps: int = 20
     noise_z: float = 2.5
     max_nodes_per_level: int = 20000
+    # How the coreset's k centers are chosen: weighted k-means (seed 004), or seed 001's
+    # greedy on the tree's nodes (their private counts as ball values, nettree only; the
+    # centers then come in order, the first k' answer k': ``server/decoders/greedy_order.py``).
+    centers: str = "kmeans"
 
     def __post_init__(self) -> None:
+        if self.centers not in TREE_CENTERS:
+            raise ConfigError(f"tree centers must be one of {TREE_CENTERS}, got {self.centers!r}")
         if self.a < 1:
             raise ConfigError(f"tree a must be >= 1, got {self.a}")
         if self.gamma_steps < 1:
@@ -133,6 +142,9 @@ class RoundConfig:
             raise ConfigError(f"levels must be in [0, 40], got {self.levels}")
         if not 1 <= self.proj_dim <= self.dim:
             raise ConfigError(f"proj_dim must be in [1, dim={self.dim}], got {self.proj_dim}")
+        if self.tree.centers == "greedy" and self.encoder != "nettree":
+            raise ConfigError(f"tree centers 'greedy' need the nettree encoder (its levels are balls of halving "
+                              f"radius), got {self.encoder!r}")
         if self.encoder == "nettree" and self.proj_dim > 12:
             raise ConfigError(
                 f"nettree proj_dim {self.proj_dim} > 12: each node would have 2^{self.proj_dim} children"

@@ -12,7 +12,14 @@ Two measurements, each printed with how it was run:
    (when ``--data-dir`` has it), eps 1 and 4, mean of seeds 0-2, with the
    seconds of each run.
 
-``--smoke``: n = 1e4, one seed, no letter.
+3. Tree rounds (local model, nettree): the same encoded reports decoded
+   twice, ``tree.centers = "kmeans"`` (the default) and ``"greedy"``
+   (``server/decoders/tree/greedy_centers.py``): Uber and letter (when
+   ``--data-dir`` has them) at eps 1, 4, 8 and the paper generator
+   (n = 1e5, d = 100) at eps 1 and 4, seed 1.
+
+``--smoke``: n = 1e4, one seed, no letter, the tree part on the paper
+generator at eps 4 only.
 """
 
 from __future__ import annotations
@@ -20,16 +27,21 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from shoal.client.encoder import encode_arrays
 from shoal.common.central_round import derive_central
+from shoal.common.tree_round import derive_config
 from shoal.deploy.bench.accuracy import machine
-from shoal.deploy.datasets import Dataset, load_letter, paper_mixture
+from shoal.deploy.datasets import Dataset, load_letter, load_uber, paper_mixture
 from shoal.server.decoders.central.greedy import prefix_costs
 from shoal.server.decoders.central.pipeline import central_kmeans
+from shoal.server.decoders.tree.accumulate import LevelAccumulator
+from shoal.server.decoders.tree.decoder import TreeDecoder
 
 DELTA = 1e-6
 
@@ -75,7 +87,28 @@ def objective_rows(sets: list[tuple[str, Any]], eps_list: tuple[float, ...], see
     return rows
 
 
-def _markdown(elbow: list[dict[str, Any]], objective: list[dict[str, Any]], seeds: tuple[int, ...]) -> str:
+def tree_rows(sets: list[tuple[str, Dataset, tuple[float, ...]]]) -> list[dict[str, Any]]:
+    rows = []
+    for name, ds, eps_list in sets:
+        x = ds.bound.to_ball(ds.points)
+        for eps in eps_list:
+            cfg = derive_config(x.shape[0], x.shape[1], ds.k, eps, encoder="nettree", bound=ds.bound, seed=1)
+            batch = encode_arrays(ds.points, cfg)
+            row: dict[str, Any] = {"dataset": name, "n": x.shape[0], "d": x.shape[1], "k": ds.k, "eps": eps}
+            for centers in ("kmeans", "greedy"):
+                acc = LevelAccumulator(cfg.with_overrides(tree=replace(cfg.tree, centers=centers)))
+                acc.add(batch)
+                res = TreeDecoder(np.random.default_rng(2)).decode(acc)
+                row[centers] = _objective(x, res.ball_centers)
+                if centers == "greedy":
+                    # None: the round has no tree levels (the private mean only), nothing to order
+                    row["suggested_k"] = res.diagnostics.get("elbow", {}).get("suggested_k")
+            rows.append(row)
+    return rows
+
+
+def _markdown(elbow: list[dict[str, Any]], objective: list[dict[str, Any]], seeds: tuple[int, ...],
+              tree: list[dict[str, Any]]) -> str:
     lines = ["# shoal bench --greedy", "",
              f"machine: {machine()}; delta = {DELTA:g}; seeds {','.join(map(str, seeds))} (data, public and "
              "private draws all from the seed); `deploy/bench/greedy.py`", "",
@@ -93,6 +126,12 @@ def _markdown(elbow: list[dict[str, Any]], objective: list[dict[str, Any]], seed
         lines.append(f"| {r['dataset']} | {r['n']} | {r['d']} | {r['k']} | {r['eps']:g} | {g['objective']:.4g} | "
                      f"{h['objective']:.4g} | {g['objective'] / h['objective']:.2f} | "
                      f"{g['seconds']:.1f}, {h['seconds']:.1f} |")
+    lines += ["", "## Tree rounds (local model, nettree, seed 1): the same reports, k-means or greedy centers", "",
+              "| dataset | n | d | k | eps | k-means (default) | greedy | greedy / k-means | greedy's suggested k' |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for r in tree:
+        lines.append(f"| {r['dataset']} | {r['n']} | {r['d']} | {r['k']} | {r['eps']:g} | {r['kmeans']:.4g} | "
+                     f"{r['greedy']:.4g} | {r['greedy'] / r['kmeans']:.2f} | {r['suggested_k'] or '- (no tree levels)'} |")
     return "\n".join(lines) + "\n"
 
 
@@ -107,12 +146,20 @@ def run(args: argparse.Namespace) -> int:
         if any(letter.glob("letter*")):
             sets.append(("letter", lambda s: load_letter(letter)))
     objective = objective_rows(sets, (1.0, 4.0), seeds)
-    text = _markdown(elbow, objective, seeds)
+    trees: list[tuple[str, Dataset, tuple[float, ...]]] = [
+        ("paper", paper_mixture(10_000 if smoke else 100_000, seed=1), (4.0,) if smoke else (1.0, 4.0))]
+    data = Path(args.data_dir)
+    if not smoke and any(data.glob("uber*")):
+        trees.append(("uber", load_uber(data), (1.0, 4.0, 8.0)))
+    if not smoke and any(data.glob("letter*")):
+        trees.append(("letter", load_letter(data), (1.0, 4.0, 8.0)))
+    tree = tree_rows(trees)
+    text = _markdown(elbow, objective, seeds, tree)
     print(text)
     if not smoke:
         out: Path = args.out
         out.mkdir(parents=True, exist_ok=True)
         (out / "greedy.md").write_text(text)
-        (out / "greedy.json").write_text(json.dumps({"machine": machine(), "elbow": elbow, "objective": objective},
-                                                    indent=1))
+        (out / "greedy.json").write_text(json.dumps({"machine": machine(), "elbow": elbow, "objective": objective,
+                                                     "tree": tree}, indent=1))
     return 0

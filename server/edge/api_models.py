@@ -52,6 +52,9 @@ class TreeKnobsIn(BaseModel):
     gamma_steps: StrictInt | None = Field(None, ge=1, le=1000)
     noise_z: FiniteFloat | None = Field(None, ge=0, le=100)
     max_nodes_per_level: StrictInt | None = Field(None, ge=2, le=10_000_000)
+    centers: Literal["kmeans", "greedy"] | None = Field(None, description=(
+        "how the coreset's k centers are chosen: weighted k-means (default) or seed 001's greedy (nettree "
+        "only: the centers come in order, the first k' answer k', and the result has an elbow curve)"))
 
 
 class TreeTuningIn(BaseModel):

@@ -327,3 +327,4 @@ def test_greedy_smoke_prints_the_elbow_and_the_objective_against_gridhist(tmp_pa
     row = next(line for line in out.splitlines() if line.startswith("| 0 | 10000 |"))
     assert 1 <= int(row.split(" | ")[2]) <= 16
     assert "| paper | 10000 | 100 | 8 | 1 |" in out and "| paper | 10000 | 100 | 8 | 4 |" in out
+    assert "| paper | 10000 | 100 | 8 | 4 | " in out.split("k-means or greedy centers")[1]

@@ -63,25 +63,15 @@ from shoal.common.exact_sampling import (
 from shoal.common.threshold_histogram import HistogramNoise
 from shoal.server.decoders.central.grids import Grid, cells
 from shoal.server.decoders.central.noisy_average import calibrate, noisy_means
+from shoal.server.decoders.greedy_order import Balls, greedy_order
 from shoal.server.decoders.kmeans import assign
 
 Z_OF = {"kmeans": 2, "kmedian": 1}
 SIDE = 1.0  # a level's cube has side SIDE r / sqrt(d'): its half-diagonal is r / 2, so a typical point weighs ~1/2
-CHILD = 1.0  # a child of B(c, r) is a next-level ball whose center is within CHILD r of c
-FORBID = 2.0  # a chosen center s forbids every ball B(c, r) with |c - s| <= FORBID r
 ELBOW_BITS = 10  # the elbow's fixed point: costs in units of 2^-ELBOW_BITS
 ELBOW_RATIO = 0.5  # suggested k': its drop is at least this share of cost(k') ...
 GAIN_SDS = 3.0  # ... and this many standard deviations of the drop's noise
 DIAMETER = 2.0  # of the unit ball, where points and lifted centers live
-
-
-@dataclass(frozen=True)
-class Balls:
-    """The released balls of every level: level, center (projected space), noisy value (r^z units)."""
-
-    level: NDArray[np.int64]
-    centers: NDArray[np.float64]
-    values: NDArray[np.float64]
 
 
 @dataclass(frozen=True)
@@ -137,42 +127,6 @@ def ball_values(y: NDArray[np.float64], spec: CentralSpec, rng: np.random.Genera
     return Balls(np.concatenate(levels), np.concatenate(centers), np.concatenate(values))
 
 
-def greedy_order(balls: Balls, k: int, radii: tuple[float, ...]) -> tuple[NDArray[np.float64], list[int]]:
-    """Alg. 1 on released balls: k centers in order (projected space) and each
-    center's final level. When no released ball is available any more, the
-    next centers are the released balls of largest value not yet chosen
-    (post-processing; Alg. 1 has no such case because every ball is
-    released there); with none left, the last center repeats."""
-    r = np.asarray(radii)[balls.level]
-    available = np.ones(balls.level.size, dtype=bool)
-    unused = np.ones(balls.level.size, dtype=bool)
-    chosen: list[NDArray[np.float64]] = []
-    depth: list[int] = []
-    last = len(radii) - 1
-    for _ in range(k):
-        pool = available if available.any() else unused
-        if not pool.any():
-            break
-        cur = int(np.flatnonzero(pool)[np.argmax(balls.values[pool])])
-        while pool is available and balls.level[cur] < last:
-            near = np.linalg.norm(balls.centers - balls.centers[cur], axis=1) <= CHILD * r[cur]
-            kids = np.flatnonzero(available & near & (balls.level == balls.level[cur] + 1))
-            if kids.size == 0:
-                break
-            cur = int(kids[np.argmax(balls.values[kids])])
-        s = balls.centers[cur]
-        chosen.append(s)
-        depth.append(int(balls.level[cur]))
-        unused[cur] = False
-        available &= np.linalg.norm(balls.centers - s, axis=1) > FORBID * r
-    if not chosen:
-        chosen, depth = [np.zeros(balls.centers.shape[1])], [0]
-    while len(chosen) < k:
-        chosen.append(chosen[-1])
-        depth.append(depth[-1])
-    return np.vstack(chosen), depth
-
-
 def prefix_costs(x: NDArray[np.float64], centers: NDArray[np.float64], z: int) -> NDArray[np.float64]:
     """(n, k): each point's cost to its nearest of the first k' centers, k' = 1..k."""
     out = np.empty((x.shape[0], centers.shape[0]))
@@ -180,7 +134,9 @@ def prefix_costs(x: NDArray[np.float64], centers: NDArray[np.float64], z: int) -
         part = x[lo:lo + 65536]
         d2 = np.maximum((part**2).sum(1)[:, None] - 2 * part @ centers.T + (centers**2).sum(1)[None, :], 0.0)
         out[lo:lo + 65536] = np.minimum.accumulate(d2 if z == 2 else np.sqrt(d2), axis=1)
-    return out
+    # Points and centers lie in the unit ball, so no cost exceeds D^z; the clip makes the elbow's
+    # sensitivity hold by construction whatever the float rounding of the distances.
+    return np.clip(out, 0.0, DIAMETER**z)
 
 
 def elbow_curve(x: NDArray[np.float64], centers: NDArray[np.float64], z: int, epsilon: float,
@@ -205,7 +161,7 @@ def elbow_curve(x: NDArray[np.float64], centers: NDArray[np.float64], z: int, ep
     suggested = 1
     for j in range(1, k):  # the drop into k' = j + 1 is the released drop j - 1 ... of index j - 1
         gain = float(noisy[j - 1])
-        if gain >= ELBOW_RATIO * max(float(tail[j]), 0.0) and gain >= GAIN_SDS * sd:
+        if gain > ELBOW_RATIO * max(float(tail[j]), 0.0) and gain > GAIN_SDS * sd:
             suggested = j + 1
     return curve, suggested
 

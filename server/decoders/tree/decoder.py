@@ -11,7 +11,9 @@ Steps, with what this decoder adds to the paper:
    and parent = sum of children holds. Nodes whose count is below the noise
    gate get the count-informed estimate "vector sum ~ 0" (|V| <= count).
 3. Cluster the coreset (significant leaves, weighted by count): lattice
-   points for nettree, estimated leaf means for lsh.
+   points for nettree, estimated leaf means for lsh; or, with the round's
+   ``tree.centers = "greedy"`` (nettree), seed 001's greedy on the tree's
+   significant nodes, whose centers come in order (``greedy_centers.py``).
 4. Lift (Alg. 4 lines 7-17): each center's sum and count are those of the
    maximal tree nodes whose significant leaves all went to it; nodes with
    no significant leaf follow their parent.
@@ -30,6 +32,10 @@ Steps, with what this decoder adds to the paper:
    center than from the mean, so the answer never costs more than the
    mean alone. The result says which, with the estimate and its standard
    deviation.
+
+Over 300 lines: these steps are one pass from the accumulated reports to
+the centers, each reading the previous one's arrays; split, the order and
+the noise bookkeeping between them would have to be read across files.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ from shoal.server.decoders.quality import tree_quality
 from shoal.server.decoders.result import ClusteringResult
 from shoal.server.decoders.tree.accumulate import LevelAccumulator
 from shoal.server.decoders.tree.consistency import tree_blue
+from shoal.server.decoders.tree.greedy_centers import ordered_centers
 from shoal.server.decoders.tree.oracles import FrequencyOracle, VectorOracle
 from shoal.server.decoders.tree.safety import certify, lattice_safety_net
 from shoal.server.decoders.tree.tree import NetTree, build_tree
@@ -166,7 +173,11 @@ class TreeDecoder:
             shown = self._leaf_means(tree, vec_sums, vec_q, weights, cfg.dim)
         # Lattice cells of the ball can lie outside a box's image: drawn inside the public domain, as centers are.
         picture = coreset_picture(cfg.bound.from_ball(cfg.bound.project_ball(shown[core])), weights[core])
-        c_core = weighted_kmeans(pos[core], weights[core], cfg.k, self.rng, restarts=self.restarts)
+        if cfg.tree.centers == "greedy":  # seed 001 on the tree's nodes: ordered centers (``greedy_centers.py``)
+            c_core, found = ordered_centers(tree.level, tree.significant, pos, weights, core, count_post, cfg)
+            diag.update(found)
+        else:
+            c_core = weighted_kmeans(pos[core], weights[core], cfg.k, self.rng, restarts=self.restarts)
         labels_core = assign(pos[core], c_core)
         kk = c_core.shape[0]
         labels, pure_top = self._propagate(tree, core, labels_core, kk)

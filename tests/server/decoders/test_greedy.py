@@ -23,14 +23,13 @@ from shoal.common.threshold_histogram import (
 from shoal.server.decoders.central.greedy import (
     DIAMETER,
     ELBOW_BITS,
-    Balls,
     elbow_curve,
     fixed_point_weights,
-    greedy_order,
     noisy_sums,
     prefix_costs,
 )
 from shoal.server.decoders.central.pipeline import central_kmeans, privacy_statement
+from shoal.server.decoders.greedy_order import Balls, greedy_order
 
 EPS, DELTA = 1.0, 0.02  # a delta large enough to measure
 

@@ -175,3 +175,26 @@ def test_metrics_and_delete(server):
     r = httpx.delete(server.url + f"/rounds/{rnd['id']}", headers=server.op_headers())
     assert r.status_code == 204
     assert httpx.get(server.url + f"/rounds/{rnd['id']}").status_code == 404
+
+
+def test_a_tree_round_asked_for_greedy_centers_returns_them_in_order_with_an_elbow(server):
+    """Issue 18: tuning.tree.centers = "greedy" (nettree) decodes the same reports with
+    seed 001's greedy; the result carries the elbow curve and a suggested k'."""
+    rnd = _create(server, dim=2, k=5, encoder="nettree", tuning={"tree": {"centers": "greedy"}})
+    cfg = config_from_dict(httpx.get(server.url + f"/rounds/{rnd['id']}/config").json()["config"])
+    assert cfg.tree.centers == "greedy"
+    ds = paper_mixture(30_000, d=2, k=3, seed=2)
+    msgs = _messages(cfg, ds.points)
+    for lo in range(0, len(msgs), 5000):
+        assert httpx.post(server.url + f"/rounds/{rnd['id']}/reports/batch", json={"messages": msgs[lo:lo + 5000]},
+                          timeout=60).status_code == 202
+    assert httpx.post(server.url + f"/rounds/{rnd['id']}/cluster", headers=server.op_headers(),
+                      timeout=120).status_code == 200
+    res = httpx.get(server.url + f"/rounds/{rnd['id']}/result").json()
+    elbow = res["elbow"]
+    assert [c["k"] for c in elbow["costs"]] == [1, 2, 3, 4, 5] and 1 <= elbow["suggested_k"] <= 5
+    assert "elbow" not in res["diagnostics"] and len(res["diagnostics"]["center_levels"]) == 5
+    bad = httpx.post(server.url + "/rounds", headers=server.op_headers(),
+                     json={"k": 3, "dim": 8, "epsilon": 4.0, "n_expected": 1000, "encoder": "lsh",
+                           "tuning": {"tree": {"centers": "greedy"}}})
+    assert bad.status_code == 422 and "need the nettree encoder" in bad.text

@@ -1,0 +1,68 @@
+"""Seed 001's greedy on released balls: Mettu and Plaxton's incremental order
+(La Tour, Henzinger, Saulpic, Sec. 3, Alg. 1, with Modification 2: noisy
+values instead of exact ones). Pure post-processing of released values,
+shared by the curator's decoder (``central/greedy.py``) and the tree
+decoder's ``centers="greedy"`` (``tree/decoder.py``), whose balls are the
+net tree's nodes and whose values are the nodes' private counts.
+
+k times: the available ball of largest value; then, while an available
+child exists (a ball of the next level whose center is within CHILD r of
+the current one), the child of largest value; the last ball's center is
+the next center, and every ball B(c, r) with |c - s| <= FORBID r is
+forbidden from then on. The first k' centers answer k' (Thm. 3.4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+CHILD = 1.0  # a child of B(c, r) is a next-level ball whose center is within CHILD r of c
+FORBID = 2.0  # a chosen center s forbids every ball B(c, r) with |c - s| <= FORBID r
+
+
+@dataclass(frozen=True)
+class Balls:
+    """The released balls of every level: level, center (projected space), noisy value (r^z units)."""
+
+    level: NDArray[np.int64]
+    centers: NDArray[np.float64]
+    values: NDArray[np.float64]
+
+
+def greedy_order(balls: Balls, k: int, radii: tuple[float, ...]) -> tuple[NDArray[np.float64], list[int]]:
+    """Alg. 1 on released balls: k centers in order (projected space) and each
+    center's final level. When no released ball is available any more, the
+    next centers are the released balls of largest value not yet chosen
+    (post-processing; Alg. 1 has no such case because every ball is
+    released there); with none left, the last center repeats."""
+    r = np.asarray(radii)[balls.level]
+    available = np.ones(balls.level.size, dtype=bool)
+    unused = np.ones(balls.level.size, dtype=bool)
+    chosen: list[NDArray[np.float64]] = []
+    depth: list[int] = []
+    last = len(radii) - 1
+    for _ in range(k):
+        pool = available if available.any() else unused
+        if not pool.any():
+            break
+        cur = int(np.flatnonzero(pool)[np.argmax(balls.values[pool])])
+        while pool is available and balls.level[cur] < last:
+            near = np.linalg.norm(balls.centers - balls.centers[cur], axis=1) <= CHILD * r[cur]
+            kids = np.flatnonzero(available & near & (balls.level == balls.level[cur] + 1))
+            if kids.size == 0:
+                break
+            cur = int(kids[np.argmax(balls.values[kids])])
+        s = balls.centers[cur]
+        chosen.append(s)
+        depth.append(int(balls.level[cur]))
+        unused[cur] = False
+        available &= np.linalg.norm(balls.centers - s, axis=1) > FORBID * r
+    if not chosen:
+        chosen, depth = [np.zeros(balls.centers.shape[1])], [0]
+    while len(chosen) < k:
+        chosen.append(chosen[-1])
+        depth.append(depth[-1])
+    return np.vstack(chosen), depth
