@@ -1,0 +1,48 @@
+"""The shuffler's durable buffer (shuffler/buffer.py): a formed batch holds every
+pending message byte for byte, in a uniformly random order, and a retry before
+the server's acknowledgement re-sends exactly that list in exactly that order."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from scipy import stats
+
+from shoal.shuffler.buffer import Buffer, secure_permutation
+
+
+def test_the_permutation_is_uniform():
+    items = [b"a", b"b", b"c"]
+    perms = list(itertools.permutations(items))
+    counts = np.zeros(len(perms))
+    for _ in range(30_000):
+        counts[perms.index(tuple(secure_permutation(items)))] += 1
+    assert stats.chisquare(counts).pvalue > 1e-4
+
+
+def test_a_formed_batch_keeps_every_message_byte_for_byte_and_a_retry_resends_the_same_order(tmp_path):
+    buf = Buffer(str(tmp_path / "buf.db"))
+    rng = np.random.default_rng(0)
+    # Lengths from 1 to 900 bytes, with commas, NUL and 0xFF bytes: nothing may split or merge them.
+    messages = [bytes([44, 0, 255]) + rng.bytes(int(rng.integers(0, 900))) for _ in range(700)]  # 4 pages of 200
+    tokens = buf.enrol(len(messages))
+    assert all(buf.add_many([("r", t, [m]) for t, m in zip(tokens, messages, strict=True)]))
+    assert buf.form_batch("r", 701) is None  # below the threshold: nothing moves
+    batch = buf.form_batch("r", 700)
+    assert batch is not None and sorted(batch) == sorted(messages)
+    assert batch != messages  # permuted (a 1 / 700! chance of failing)
+    assert buf.count("r") == 0
+    assert buf.form_batch("r", 700) == batch  # unacknowledged: the same list, the same order
+    buf.finish_batch("r")
+    assert buf.form_batch("r", 1) is None
+
+
+def test_a_devices_share_parts_are_buffered_all_or_none(tmp_path):
+    buf = Buffer(str(tmp_path / "buf.db"))
+    (token,) = buf.enrol(1)
+    parts = [bytes([i]) * (10 + i) for i in range(17)]
+    assert buf.add_many([("r", token, parts)]) == [True]
+    assert buf.add_many([("r", token, parts)]) == [False]  # the same device again
+    assert buf.count("r") == 17
+    assert sorted(buf.form_batch("r", 17) or []) == sorted(parts)
