@@ -83,9 +83,9 @@ def _payload_bytes(kind: str, config: Any) -> float:
         return params.shares * (params.length + 1) * params.bits / 8
     if kind == "tree":
         return float(RECORD.fields["row"][0].itemsize)
-    width, _ = server_kind(kind).row_width(config)
     if kind == "local_refine":
         return 10.0  # a 64-bit nonce and a 16-bit index
+    width, _ = server_kind(kind).row_width(config)
     return 8.0 * width
 
 

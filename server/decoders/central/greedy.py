@@ -55,13 +55,12 @@ from numpy.typing import NDArray
 from shoal.common.central_round import CentralSpec, greedy_radii
 from shoal.common.errors import ConfigError
 from shoal.common.exact_sampling import (
-    discrete_gaussian,
     discrete_laplace,
     discrete_laplace_variance,
     laplace_scale_fraction,
 )
-from shoal.common.threshold_histogram import HistogramNoise
-from shoal.server.decoders.central.grids import Grid, cells
+from shoal.server.decoders.central.grids import Grid, cells, shifted_grids
+from shoal.server.decoders.central.histogram import noisy_sums
 from shoal.server.decoders.central.noisy_average import calibrate, noisy_means
 from shoal.server.decoders.greedy_order import Balls, greedy_order
 from shoal.server.decoders.kmeans import assign
@@ -86,8 +85,14 @@ class GreedyFit:
 def level_grids(spec: CentralSpec) -> list[Grid]:
     """One public shifted grid per level, coarse to fine (cube side SIDE r / sqrt(d'))."""
     public = np.random.default_rng([spec.seed, 3])
-    sides = [SIDE * r / math.sqrt(spec.proj_dim) for r in greedy_radii(len(spec.cover.sides))]
-    return [Grid(side, public.uniform(0.0, side, size=spec.proj_dim)) for side in sides]
+    return [shifted_grids(SIDE * r / math.sqrt(spec.proj_dim), spec.proj_dim, 1, public)[0]
+            for r in greedy_radii(len(spec.cover.sides))]
+
+
+def stochastic_round(y: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.int64]:
+    """floor(y) + Bernoulli(frac(y)): unbiased, and never more than 1 above y."""
+    low = np.floor(y)
+    return (low + (rng.random(y.shape) < y - low)).astype(np.int64)
 
 
 def fixed_point_weights(y: NDArray[np.float64], centers: NDArray[np.float64], radius: float, z: int, q: int,
@@ -95,17 +100,7 @@ def fixed_point_weights(y: NDArray[np.float64], centers: NDArray[np.float64], ra
     """Each point's (1 - |p - c| / r)^z clipped to [0, 1], stochastically rounded to
     integers in [0, q]: unbiased (E = q w) and never above q (the cell's sensitivity)."""
     w = np.clip(1.0 - np.linalg.norm(y - centers, axis=1) / radius, 0.0, 1.0) ** z
-    scaled = q * w
-    low = np.floor(scaled)
-    return np.minimum(low + (rng.random(scaled.shape) < scaled - low), q).astype(np.int64)
-
-
-def noisy_sums(sums: NDArray[np.int64], noise: HistogramNoise, rng: np.random.Generator) -> NDArray[np.int64]:
-    """sum + the sum of ``shares`` truncated N_Z(0, sigma_sq) draws, per cell (exact)."""
-    total = np.asarray(sums, dtype=np.int64).copy()
-    for _ in range(noise.shares):
-        total += discrete_gaussian(noise.sigma_sq, noise.clip, total.size, rng)
-    return total
+    return np.minimum(stochastic_round(q * w, rng), q)
 
 
 def ball_values(y: NDArray[np.float64], spec: CentralSpec, rng: np.random.Generator) -> Balls:
@@ -147,9 +142,7 @@ def elbow_curve(x: NDArray[np.float64], centers: NDArray[np.float64], z: int, ep
     costs = prefix_costs(x, centers, z)
     drops = np.concatenate([costs[:, :-1] - costs[:, 1:], costs[:, -1:]], axis=1)  # >= 0, sums to c_1
     scale = 1 << ELBOW_BITS
-    scaled = drops * scale
-    low = np.floor(scaled)
-    fixed = (low + (rng.random(scaled.shape) < scaled - low)).astype(np.int64).sum(0)
+    fixed = stochastic_round(drops * scale, rng).sum(0)
     # Each of a point's k terms rounds up by less than 1: L1 sensitivity <= D^z 2^b + k.
     sensitivity = math.ceil(DIAMETER**z * scale) + k
     t, s = laplace_scale_fraction(sensitivity, epsilon)

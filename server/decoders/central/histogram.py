@@ -25,10 +25,16 @@ def released(counts: NDArray[np.int64], noise: HistogramNoise, rng: np.random.Ge
     counts = np.asarray(counts)
     if counts.ndim != 1 or (counts.size and counts.min() < 0):
         raise ConfigError(f"histogram cover: counts must be a 1-D array of non-negative integers, got {counts!r}")
-    total = counts.astype(np.int64)
+    return np.asarray(noisy_sums(counts, noise, rng) >= noise.threshold)
+
+
+def noisy_sums(sums: NDArray[np.int64], noise: HistogramNoise, rng: np.random.Generator) -> NDArray[np.int64]:
+    """sum + the sum of ``shares`` truncated N_Z(0, sigma_sq) draws, per cell (exact); gridhist
+    keeps only which cells pass, seed 001's greedy (``greedy.py``) releases the passing values."""
+    total = np.asarray(sums, dtype=np.int64).copy()
     for _ in range(noise.shares):
-        total = total + discrete_gaussian(noise.sigma_sq, noise.clip, counts.size, rng)
-    return np.asarray(total >= noise.threshold)
+        total += discrete_gaussian(noise.sigma_sq, noise.clip, total.size, rng)
+    return total
 
 
 def histogram_level(y: NDArray[np.float64], alive: NDArray[np.int64], side: float, noise: HistogramNoise,
