@@ -134,26 +134,51 @@ def prefix_costs(x: NDArray[np.float64], centers: NDArray[np.float64], z: int) -
     return np.clip(out, 0.0, DIAMETER**z)
 
 
+def point_drops(x: NDArray[np.float64], centers: NDArray[np.float64], z: int) -> NDArray[np.float64]:
+    """(n, k): each point's drops c_1 - c_2, ..., c_{k-1} - c_k, c_k of its costs to the
+    first k' centers: non-negative, summing to c_1 <= D^z (module docstring, Elbow)."""
+    costs = prefix_costs(x, centers, z)
+    return np.concatenate([costs[:, :-1] - costs[:, 1:], costs[:, -1:]], axis=1)
+
+
+def elbow_sensitivity(k: int, z: int) -> int:
+    """The L1 sensitivity of the fixed-point drop sums: D^z 2^b for the drops plus k,
+    since each of a point's k terms rounds up by less than one unit."""
+    return math.ceil(DIAMETER**z * (1 << ELBOW_BITS)) + k
+
+
+def noisy_drops(drops: NDArray[np.float64], z: int, epsilon: float, rng: np.random.Generator) -> NDArray[np.int64]:
+    """The private release of the elbow, in units of 2^-ELBOW_BITS: drops (..., n, k) ->
+    (..., k) sums of the stochastically rounded drops plus discrete Laplace noise at
+    scale sensitivity / epsilon. Leading axes are independent releases (the audit's)."""
+    k = drops.shape[-1]
+    fixed = stochastic_round(drops * (1 << ELBOW_BITS), rng).sum(axis=-2)
+    t, s = laplace_scale_fraction(elbow_sensitivity(k, z), epsilon)
+    return fixed + discrete_laplace(t, s, fixed.size, rng).reshape(fixed.shape)
+
+
+def released_costs(noisy: NDArray[np.int64]) -> NDArray[np.float64]:
+    """What the result carries: cost(k') = the sum of the released drops from k' on, as
+    doubles. Every value is an integer times 2^-ELBOW_BITS below 2^53 units, so the doubles
+    are exact and carry nothing beyond the noisy integers (post-processing)."""
+    return np.cumsum(noisy[..., ::-1], axis=-1)[..., ::-1] / float(1 << ELBOW_BITS)
+
+
 def elbow_curve(x: NDArray[np.float64], centers: NDArray[np.float64], z: int, epsilon: float,
                 rng: np.random.Generator) -> tuple[list[dict[str, float]], int]:
     """The private costs of the first k' centers, k' = 1..k, with their bands,
     and the suggested k' (module docstring, Elbow)."""
     k = centers.shape[0]
-    costs = prefix_costs(x, centers, z)
-    drops = np.concatenate([costs[:, :-1] - costs[:, 1:], costs[:, -1:]], axis=1)  # >= 0, sums to c_1
+    noisy = noisy_drops(point_drops(x, centers, z), z, epsilon, rng)
     scale = 1 << ELBOW_BITS
-    fixed = stochastic_round(drops * scale, rng).sum(0)
-    # Each of a point's k terms rounds up by less than 1: L1 sensitivity <= D^z 2^b + k.
-    sensitivity = math.ceil(DIAMETER**z * scale) + k
-    t, s = laplace_scale_fraction(sensitivity, epsilon)
-    noisy = (fixed + discrete_laplace(t, s, k, rng)) / scale
+    t, s = laplace_scale_fraction(elbow_sensitivity(k, z), epsilon)
     var = discrete_laplace_variance(t, s) / scale**2
-    tail = np.cumsum(noisy[::-1])[::-1]  # cost(k') = sum of the drops from k' on
+    tail = released_costs(noisy)
     curve = [{"k": j + 1, "cost": float(tail[j]), "band": float(2 * math.sqrt(var * (k - j)))} for j in range(k)]
     sd = math.sqrt(var)
     suggested = 1
-    for j in range(1, k):  # the drop into k' = j + 1 is the released drop j - 1 ... of index j - 1
-        gain = float(noisy[j - 1])
+    for j in range(1, k):  # the drop into k' = j + 1 is the released drop of index j - 1
+        gain = float(noisy[j - 1]) / scale
         if gain > ELBOW_RATIO * max(float(tail[j]), 0.0) and gain > GAIN_SDS * sd:
             suggested = j + 1
     return curve, suggested

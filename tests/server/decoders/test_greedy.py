@@ -2,7 +2,9 @@
 the weighted ball values are unbiased and (eps, delta)-DP on the wire for
 worst-case neighbours (and the audit catches a weaker release), the elbow's
 per-point drops stay within their stated sensitivity, the greedy orders
-well-separated clusters first, and the elbow suggests their number."""
+well-separated clusters first, and the elbow suggests their number; the
+elbow's k-dimensional release is eps-DP on its wire doubles for worst-case
+neighbouring data sets (and the audit catches a weaker one)."""
 
 from __future__ import annotations
 
@@ -24,12 +26,17 @@ from shoal.server.decoders.central.greedy import (
     DIAMETER,
     ELBOW_BITS,
     elbow_curve,
+    elbow_sensitivity,
     fixed_point_weights,
+    noisy_drops,
     noisy_sums,
+    point_drops,
     prefix_costs,
+    released_costs,
 )
 from shoal.server.decoders.central.pipeline import central_kmeans, privacy_statement
 from shoal.server.decoders.greedy_order import Balls, greedy_order
+from tests.dp_audit import joint_counts, simultaneous_lower_bound
 
 EPS, DELTA = 1.0, 0.02  # a delta large enough to measure
 
@@ -137,6 +144,82 @@ def test_a_points_elbow_drops_stay_within_the_stated_sensitivity(z):
     assert drops.min() >= -1e-12
     assert drops.sum(1).max() <= DIAMETER**z + 1e-9
     assert costs.max() == pytest.approx(DIAMETER**z, rel=0.1)  # the bound is attained, not loose
+
+
+# Elbow audit: unit-sphere centers and a small data set D; the neighbour D' adds one point
+# at -e1, the farthest from the first center (cost D^2 = 4, the sensitivity's bound). With
+# the centers in the order (e1, -e1, e2) its drops are (4, 0, 0): all of the L1 on one
+# coordinate; in the order (e1, e2, -e1) they are (2, 2, 0): spread over two.
+_ELBOW_CENTERS = {"concentrated": [[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0]],
+                  "spread": [[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]]}
+_ELBOW_D = np.array([[0.5, 0.1], [0.2, -0.6], [-0.3, 0.3], [0.0, 0.9]])
+_FAR = np.array([[-1.0, 0.0]])
+
+
+def _elbow_wire(x: np.ndarray, centers: np.ndarray, runs: int, eps_used: float, z_used: int = 2,
+                seed: int = 0) -> np.ndarray:
+    """``runs`` independent elbow releases of ``x`` as the result carries them: the cost
+    doubles cost(1..k) of ``released_costs`` (the noise at ``eps_used`` and ``z_used``'s
+    sensitivity; a correct release uses the claimed eps and the objective's z = 2)."""
+    drops = np.broadcast_to(point_drops(x, centers, 2), (runs, x.shape[0], centers.shape[0]))
+    return released_costs(noisy_drops(drops, z_used, eps_used, np.random.default_rng(seed)))
+
+
+def _elbow_audit(order: str, eps_used: float, z_used: int = 2, runs: int = 200_000) -> float:
+    """The 95% simultaneous lower bound on the log likelihood ratio of the elbow's wire
+    values for D vs D + the far point, over bins of the optimal test statistic: the wire
+    drops (differences of the cost doubles, times 2^b) scored by sum_j |o_j - a_j| -
+    |o_j - b_j| against both data sets' exact drop sums a, b (the discrete Laplace
+    product's log likelihood ratio up to rounding). Any binning gives a valid bound."""
+    centers = np.array(_ELBOW_CENTERS[order])
+    near, far = _ELBOW_D, np.vstack([_ELBOW_D, _FAR])
+    a, b = (point_drops(v, centers, 2).sum(0) * 2**ELBOW_BITS for v in (near, far))
+    scores = []
+    for seed, v in enumerate((near, far)):
+        costs = _elbow_wire(v, centers, runs, eps_used, z_used, seed)
+        wire = np.concatenate([costs[:, :-1] - costs[:, 1:], costs[:, -1:]], axis=1) * 2**ELBOW_BITS
+        scores.append((np.abs(wire - a) - np.abs(wire - b)).sum(1))
+    reach = float(np.abs(a - b).sum()) + 2 * centers.shape[0]
+    edges = np.linspace(-reach, reach, 41)
+    codes = [np.digitize(sc, edges) for sc in scores]
+    return simultaneous_lower_bound(*joint_counts(*codes))
+
+
+def test_the_elbow_wire_values_are_exact_multiples_of_its_fixed_point_unit():
+    """An attacker reading the cost doubles learns the noisy integers and nothing more:
+    each cost times 2^b is an integer, and the drops come back exactly."""
+    centers = np.array(_ELBOW_CENTERS["spread"])
+    rng = np.random.default_rng(11)
+    noisy = noisy_drops(np.broadcast_to(point_drops(_ELBOW_D, centers, 2), (5000, 4, 3)), 2, 1.0, rng)
+    costs = released_costs(noisy)
+    scaled = costs * 2**ELBOW_BITS
+    assert np.array_equal(scaled, np.round(scaled))
+    back = np.concatenate([scaled[:, :-1] - scaled[:, 1:], scaled[:, -1:]], axis=1).astype(np.int64)
+    assert np.array_equal(back, noisy)
+    curve, _ = elbow_curve(_ELBOW_D, centers, 2, 1.0, rng)
+    assert all(float(c["cost"] * 2**ELBOW_BITS).is_integer() for c in curve)
+
+
+def test_the_elbow_drops_are_unbiased():
+    centers = np.array(_ELBOW_CENTERS["spread"])
+    runs = 100_000
+    noisy = noisy_drops(np.broadcast_to(point_drops(_ELBOW_D, centers, 2), (runs, 4, 3)), 2, 1.0,
+                        np.random.default_rng(12))
+    exact = point_drops(_ELBOW_D, centers, 2).sum(0) * 2**ELBOW_BITS
+    sd = math.sqrt(2) * elbow_sensitivity(3, 2) / 1.0  # the discrete Laplace's sd at scale S / eps
+    assert np.all(np.abs(noisy.mean(0) - exact) <= 5 * sd / math.sqrt(runs))
+
+
+@pytest.mark.parametrize("order", ["concentrated", "spread"])
+def test_the_elbow_release_is_eps_dp_on_the_wire_for_worst_case_neighbours(order):
+    assert _elbow_audit(order, EPS) <= EPS
+
+
+@pytest.mark.parametrize("weaken", ["noise at twice the eps", "the k-median sensitivity for k-means drops"])
+def test_the_elbow_audit_catches_a_weaker_release(weaken):
+    bound = _elbow_audit("concentrated", 2 * EPS) if weaken.startswith("noise") else _elbow_audit(
+        "concentrated", EPS, z_used=1)
+    assert bound > EPS
 
 
 def _blobs(k: int, per: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
