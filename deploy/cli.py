@@ -135,6 +135,9 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
     b.add_argument("--greedy", action="store_true",
                    help="seed 001's greedy (central): the elbow on the paper generator (k = 2 k_true) and the "
                         "objective against gridhist")
+    b.add_argument("--continual", action="store_true",
+                   help="seed 001's greedy under continual observation on a drifting 2-D stream (T = 1024): "
+                        "every step against the one-center answer, the last against a one-shot curator run")
     b.add_argument("--wire", action="store_true",
                    help="the bytes a device sends per round kind (JSON, binary, to the shuffler) beside its "
                         "randomiser's output, and secure-sum shares per device over n")
@@ -249,7 +252,7 @@ def _bench(args: argparse.Namespace) -> int:
         print(f"shoal bench: results go to {args.out} (--out to choose)", file=sys.stderr)
     for flag, module in (("services", "services"), ("decode_memory", "decode_memory"), ("capacity", "capacity"),
                          ("scale", "scale"), ("wire", "wire"),
-                         ("greedy", "greedy")):
+                         ("greedy", "greedy"), ("continual", "continual")):
         if getattr(args, flag, False):  # each of these benchmarks is its own module's ``run``
             return int(importlib.import_module(f"shoal.deploy.bench.{module}").run(args))
     if args.encoder == "sketch":

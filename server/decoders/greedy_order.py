@@ -14,11 +14,14 @@ forbidden from then on. The first k' centers answer k' (Thm. 3.4).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
+ELBOW_RATIO = 0.5  # coreset_elbow's suggested k': its drop is at least this share of cost(k') ...
+BAND_SDS = 1.5  # ... and this many of the drop's bands (two sds each) above zero
 CHILD = 1.0  # a child of B(c, r) is a next-level ball whose center is within CHILD r of c
 FORBID = 2.0  # a chosen center s forbids every ball B(c, r) with |c - s| <= FORBID r
 
@@ -66,3 +69,20 @@ def greedy_order(balls: Balls, k: int, radii: tuple[float, ...]) -> tuple[NDArra
         chosen.append(chosen[-1])
         depth.append(depth[-1])
     return np.vstack(chosen), depth
+
+
+def coreset_elbow(pos: NDArray[np.float64], weights: NDArray[np.float64], variances: NDArray[np.float64],
+                  centers: NDArray[np.float64]) -> tuple[list[dict[str, float]], int]:
+    """cost(k') over a weighted coreset for k' = 1..k, bands (two standard deviations of
+    the weights' noise), and the suggested k' (post-processing of released weights)."""
+    d2 = ((pos[:, None, :] - centers[None, :, :]) ** 2).sum(2)
+    best = np.minimum.accumulate(d2, axis=1)  # (nodes, k)
+    cost = (weights[:, None] * best).sum(0)
+    band = 2 * np.sqrt((np.maximum(variances, 0.0)[:, None] * best**2).sum(0))
+    curve = [{"k": j + 1, "cost": float(cost[j]), "band": float(band[j])} for j in range(centers.shape[0])]
+    suggested = 1
+    for j in range(1, centers.shape[0]):
+        drop = float(cost[j - 1] - cost[j])
+        if drop > ELBOW_RATIO * float(cost[j]) and drop > BAND_SDS * math.hypot(float(band[j - 1]), float(band[j])):
+            suggested = j + 1
+    return curve, suggested

@@ -328,3 +328,13 @@ def test_greedy_smoke_prints_the_elbow_and_the_objective_against_gridhist(tmp_pa
     assert 1 <= int(row.split(" | ")[2]) <= 16
     assert "| paper | 10000 | 100 | 8 | 1 |" in out and "| paper | 10000 | 100 | 8 | 4 |" in out
     assert "| paper | 10000 | 100 | 8 | 4 | " in out.split("k-means or greedy centers")[1]
+
+
+def test_continual_smoke_prints_how_it_ran_and_never_loses_to_the_private_one_center(tmp_path, capsys):
+    assert main(["bench", "--continual", "--smoke", "--out", str(tmp_path), "--data-dir", str(tmp_path / "none")]) == 0
+    out = capsys.readouterr().out
+    assert "machine:" in out and "k = 4" in out
+    row = next(line for line in out.splitlines() if line.startswith("| 1 | 0 | 128 |"))
+    cells = row.strip("|").split("|")
+    assert int(cells[3]) > 8000 and int(cells[5]) == 0  # events; steps above the private one-center
+    assert float(cells[10]) > 0  # last / one-shot, measured

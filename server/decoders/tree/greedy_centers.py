@@ -22,7 +22,6 @@ within a node, so it is the curve's shape, not the data's cost.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -30,10 +29,7 @@ from numpy.typing import NDArray
 
 from shoal.common.public_random import lattice_spacing
 from shoal.common.tree_round import RoundConfig
-from shoal.server.decoders.greedy_order import Balls, greedy_order
-
-ELBOW_RATIO = 0.5  # the suggested k': its drop is at least this share of cost(k') ...
-BAND_SDS = 1.5  # ... and this many of the drop's bands (two sds each) above zero
+from shoal.server.decoders.greedy_order import Balls, coreset_elbow, greedy_order
 
 
 def tree_radii(levels: int) -> tuple[float, ...]:
@@ -50,22 +46,6 @@ def greedy_centers(level: NDArray[np.int64], pos: NDArray[np.float64], weights: 
     radii = tree_radii(levels)
     values = np.asarray(radii)[level[keep]] ** z * weights[keep]
     return greedy_order(Balls(level[keep], pos[keep], values), k, radii)
-
-
-def coreset_elbow(pos: NDArray[np.float64], weights: NDArray[np.float64], variances: NDArray[np.float64],
-                  centers: NDArray[np.float64]) -> tuple[list[dict[str, float]], int]:
-    """cost(k') over the coreset for k' = 1..k, bands, and the suggested k'."""
-    d2 = ((pos[:, None, :] - centers[None, :, :]) ** 2).sum(2)
-    best = np.minimum.accumulate(d2, axis=1)  # (nodes, k)
-    cost = (weights[:, None] * best).sum(0)
-    band = 2 * np.sqrt((np.maximum(variances, 0.0)[:, None] * best**2).sum(0))
-    curve = [{"k": j + 1, "cost": float(cost[j]), "band": float(band[j])} for j in range(centers.shape[0])]
-    suggested = 1
-    for j in range(1, centers.shape[0]):
-        drop = float(cost[j - 1] - cost[j])
-        if drop > ELBOW_RATIO * float(cost[j]) and drop > BAND_SDS * math.hypot(float(band[j - 1]), float(band[j])):
-            suggested = j + 1
-    return curve, suggested
 
 
 def ordered_centers(level: NDArray[np.int64], significant: NDArray[np.bool_], pos: NDArray[np.float64],

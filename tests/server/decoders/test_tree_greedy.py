@@ -13,7 +13,8 @@ from shoal.common.bounds import PublicBound
 from shoal.common.errors import ConfigError
 from shoal.common.tree_round import TreeParams, derive_config
 from shoal.deploy.simulate import simulate
-from shoal.server.decoders.tree.greedy_centers import coreset_elbow, greedy_centers
+from shoal.server.decoders.greedy_order import coreset_elbow
+from shoal.server.decoders.tree.greedy_centers import greedy_centers
 
 
 def test_a_coarse_node_below_the_noise_gate_never_outranks_a_real_cluster():

@@ -1,0 +1,104 @@
+"""``shoal bench --continual``: seed 001's greedy under continual observation
+(issue 18, Build 5; ``server/decoders/continual/stream.py``).
+
+A drifting stream (``deploy/continual_stream.py``: T = 1024 steps, ~6e4
+insertions and ~4.4e4 deletions, 4 clusters that circle, appear and
+vanish, 2-D) fed to a continual round (k = 4, event-level pure eps).
+Printed per eps and seed:
+
+- at how many steps the released centers' k-means cost on the population
+  is above the private one-center answer's (the released private mean:
+  zero by construction, checked) and above the exact one-center optimum
+  (the population's true mean: a stronger yardstick);
+- the median over steps of cost / exact one-center cost;
+- at the last step, the cost against the one-shot curator greedy
+  (``greedy-001``, delta 1e-6) run at eps / log2(T) on the final
+  population (mean of three curator seeds), and the ratio.
+
+``--smoke``: T = 128, 8,000 insertions, one seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shoal.common.central_round import derive_central
+from shoal.deploy.bench.accuracy import machine
+from shoal.deploy.continual_stream import drifting_stream
+from shoal.server.decoders.central.pipeline import central_kmeans
+from shoal.server.decoders.continual.stream import ContinualGreedy, ContinualParams
+
+K = 4
+DELTA = 1e-6
+
+
+def _cost(x: np.ndarray, centers: np.ndarray) -> float:
+    return float(((x[:, None, :] - centers[None, :, :]) ** 2).sum(2).min(1).mean()) if len(x) else 0.0
+
+
+def stream_row(horizon: int, inserts: int, eps: float, seed: int, levels: int) -> dict[str, Any]:
+    stream = drifting_stream(horizon, inserts, life=horizon // 4, seed=seed)
+    greedy = ContinualGreedy(ContinualParams(dim=2, k=K, epsilon=eps, horizon=horizon, levels=levels, seed=seed + 7),
+                             np.random.default_rng(seed + 11))
+    above_private = above_exact = 0
+    ratios = []
+    started = time.perf_counter()
+    for t in range(1, horizon + 1):
+        release = greedy.step(*stream.step(t))
+        x = stream.alive(t)
+        if not len(x):
+            continue
+        cost = _cost(x, release.centers)
+        above_private += cost > _cost(x, release.centers[:1]) * (1 + 1e-12)
+        exact_one = _cost(x, x.mean(0, keepdims=True))
+        above_exact += cost > exact_one
+        ratios.append(cost / exact_one)
+    seconds = time.perf_counter() - started
+    final = stream.alive(horizon)
+    shot_eps = eps / math.log2(horizon)
+    one_shot = float(np.mean([_cost(final, central_kmeans(final, derive_central(
+        "greedy-001", final.shape[0], 2, K, shot_eps, DELTA, seed=s), np.random.default_rng(s + 3)).centers)
+        for s in range(3)]))
+    last = _cost(final, release.centers)
+    return {"eps": eps, "seed": seed, "horizon": horizon, "events": stream.events, "levels": levels,
+            "final_population": int(final.shape[0]), "steps_above_private_one_center": int(above_private),
+            "steps_above_exact_one_center": int(above_exact), "median_ratio_to_exact_one_center": float(np.median(ratios)),
+            "last_cost": last, "one_shot_eps": shot_eps, "one_shot_cost": one_shot, "last_vs_one_shot": last / one_shot,
+            "seconds": seconds}
+
+
+def _markdown(rows: list[dict[str, Any]]) -> str:
+    m = machine()
+    head = (f"# Continual greedy (seed 001, Sec. B.3.2), k = {K}, 2-D drifting stream\n\n"
+            f"machine: {m}\n\n"
+            "| eps | seed | T | events | levels | steps > private 1-center | steps > exact 1-center | "
+            "median cost / exact 1-center | last cost | one-shot (eps/log2 T) cost | last / one-shot | s |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+    return head + "".join(
+        f"| {r['eps']:g} | {r['seed']} | {r['horizon']} | {r['events']} | {r['levels']} | "
+        f"{r['steps_above_private_one_center']} | {r['steps_above_exact_one_center']} | "
+        f"{r['median_ratio_to_exact_one_center']:.3f} | {r['last_cost']:.5f} | {r['one_shot_cost']:.5f} | "
+        f"{r['last_vs_one_shot']:.2f} | {r['seconds']:.1f} |\n" for r in rows)
+
+
+def run(args: argparse.Namespace) -> int:
+    smoke = bool(args.smoke)
+    horizon, inserts = (128, 8_000) if smoke else (1024, 60_000)
+    seeds = (0,) if smoke else (0, 1, 2)
+    eps_list = (1.0,) if smoke else (1.0, 4.0)
+    rows = [stream_row(horizon, inserts, eps, seed, 5) for eps in eps_list for seed in seeds]
+    text = _markdown(rows)
+    print(text)
+    if not smoke:
+        out: Path = args.out
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "continual.md").write_text(text)
+        (out / "continual.json").write_text(json.dumps({"machine": machine(), "rows": rows}, indent=1))
+    return 0
