@@ -3,8 +3,11 @@
 
 A drifting stream (``deploy/continual_stream.py``: T = 1024 steps, ~6e4
 insertions and ~4.4e4 deletions, 4 clusters that circle, appear and
-vanish, 2-D) fed to a continual round (k = 4, event-level pure eps).
-Printed per eps and seed:
+vanish, 2-D) fed to a continual round (k = 4, 5 levels, event level),
+eps 1 and 4, seeds 0-2.
+
+Each with pure eps (discrete Laplace nodes) and with delta = 1e-6
+(discrete Gaussian nodes, zCDP). Per row:
 
 - at how many steps the released centers' k-means cost on the population
   is above the private one-center answer's (the released private mean:
@@ -43,9 +46,10 @@ def _cost(x: np.ndarray, centers: np.ndarray) -> float:
     return float(((x[:, None, :] - centers[None, :, :]) ** 2).sum(2).min(1).mean()) if len(x) else 0.0
 
 
-def stream_row(horizon: int, inserts: int, eps: float, seed: int, levels: int) -> dict[str, Any]:
+def stream_row(horizon: int, inserts: int, eps: float, seed: int, levels: int, delta: float = 0.0) -> dict[str, Any]:
     stream = drifting_stream(horizon, inserts, life=horizon // 4, seed=seed)
-    greedy = ContinualGreedy(ContinualParams(dim=2, k=K, epsilon=eps, horizon=horizon, levels=levels, seed=seed + 7),
+    greedy = ContinualGreedy(ContinualParams(dim=2, k=K, epsilon=eps, horizon=horizon, levels=levels,
+                                             seed=seed + 7, delta=delta),
                              np.random.default_rng(seed + 11))
     above_private = above_exact = 0
     ratios = []
@@ -67,7 +71,7 @@ def stream_row(horizon: int, inserts: int, eps: float, seed: int, levels: int) -
         "greedy-001", final.shape[0], 2, K, shot_eps, DELTA, seed=s), np.random.default_rng(s + 3)).centers)
         for s in range(3)]))
     last = _cost(final, release.centers)
-    return {"eps": eps, "seed": seed, "horizon": horizon, "events": stream.events, "levels": levels,
+    return {"eps": eps, "delta": delta, "seed": seed, "horizon": horizon, "events": stream.events, "levels": levels,
             "final_population": int(final.shape[0]), "steps_above_private_one_center": int(above_private),
             "steps_above_exact_one_center": int(above_exact), "median_ratio_to_exact_one_center": float(np.median(ratios)),
             "last_cost": last, "one_shot_eps": shot_eps, "one_shot_cost": one_shot, "last_vs_one_shot": last / one_shot,
@@ -78,11 +82,11 @@ def _markdown(rows: list[dict[str, Any]]) -> str:
     m = machine()
     head = (f"# Continual greedy (seed 001, Sec. B.3.2), k = {K}, 2-D drifting stream\n\n"
             f"machine: {m}\n\n"
-            "| eps | seed | T | events | levels | steps > private 1-center | steps > exact 1-center | "
+            "| eps | delta | seed | T | events | levels | steps > private 1-center | steps > exact 1-center | "
             "median cost / exact 1-center | last cost | one-shot (eps/log2 T) cost | last / one-shot | s |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     return head + "".join(
-        f"| {r['eps']:g} | {r['seed']} | {r['horizon']} | {r['events']} | {r['levels']} | "
+        f"| {r['eps']:g} | {r['delta']:g} | {r['seed']} | {r['horizon']} | {r['events']} | {r['levels']} | "
         f"{r['steps_above_private_one_center']} | {r['steps_above_exact_one_center']} | "
         f"{r['median_ratio_to_exact_one_center']:.3f} | {r['last_cost']:.5f} | {r['one_shot_cost']:.5f} | "
         f"{r['last_vs_one_shot']:.2f} | {r['seconds']:.1f} |\n" for r in rows)
@@ -93,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
     horizon, inserts = (128, 8_000) if smoke else (1024, 60_000)
     seeds = (0,) if smoke else (0, 1, 2)
     eps_list = (1.0,) if smoke else (1.0, 4.0)
-    rows = [stream_row(horizon, inserts, eps, seed, 5) for eps in eps_list for seed in seeds]
+    deltas = (0.0,) if smoke else (0.0, DELTA)
+    rows = [stream_row(horizon, inserts, eps, seed, 5, delta) for delta in deltas for eps in eps_list for seed in seeds]
     text = _markdown(rows)
     print(text)
     if not smoke:

@@ -334,7 +334,7 @@ def test_continual_smoke_prints_how_it_ran_and_never_loses_to_the_private_one_ce
     assert main(["bench", "--continual", "--smoke", "--out", str(tmp_path), "--data-dir", str(tmp_path / "none")]) == 0
     out = capsys.readouterr().out
     assert "machine:" in out and "k = 4" in out
-    row = next(line for line in out.splitlines() if line.startswith("| 1 | 0 | 128 |"))
+    row = next(line for line in out.splitlines() if line.startswith("| 1 | 0 | 0 | 128 |"))
     cells = row.strip("|").split("|")
-    assert int(cells[3]) > 8000 and int(cells[5]) == 0  # events; steps above the private one-center
-    assert float(cells[10]) > 0  # last / one-shot, measured
+    assert int(cells[4]) > 8000 and int(cells[6]) == 0  # events; steps above the private one-center
+    assert float(cells[11]) > 0  # last / one-shot, measured

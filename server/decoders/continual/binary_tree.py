@@ -17,6 +17,14 @@ Laplace at scale sensitivity / epsilon (CKS Alg. 2, exact), so the whole
 sequence of releases is pure eps-DP for streams whose node vectors differ
 by at most that much (event-level DP over the horizon).
 
+``BinaryTreeGaussian`` is the (eps, delta) variant: every node gets the sum
+of ``shares`` discrete Gaussians (CKS Alg. 3, exact, each truncated far in
+its tail), calibrated to the node vectors' L2 sensitivity by zCDP
+(``distributed_noise.gaussian_rho``; Canonne-Kamath-Steinke's conversion);
+the truncation's total probability over every draw of the horizon is
+added to delta. Its noise grows with sqrt(height) where Laplace's grows
+with height.
+
 Memory: two (height, counters) integer tables, whatever T is (the exact
 partial sums of the open nodes and their noisy copies): O(log T) per
 counter, as the seed says. Pure numpy, private draws from ``rng``.
@@ -26,12 +34,23 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from numpy.typing import NDArray
 
+from shoal.common.distributed_noise import (
+    gaussian_clip,
+    gaussian_rho,
+    gaussian_sigma_sq,
+    rho_for_tight,
+    zcdp_delta_tight,
+)
 from shoal.common.errors import ConfigError
 from shoal.common.exact_sampling import (
+    MAX_GAUSSIAN_SIGMA_SQ,
+    discrete_gaussian,
+    discrete_gaussian_tail,
     discrete_laplace,
     discrete_laplace_variance,
     laplace_scale_fraction,
@@ -72,15 +91,95 @@ class BinaryTreeNoise:
     def node_variance(self) -> float:
         return discrete_laplace_variance(*self.scale)
 
+    @property
+    def delta(self) -> float:
+        return 0.0
+
     def prefix_variance(self, step: int) -> float:
         """Var of the release at ``step``: one node per set bit of the step."""
         return bin(int(step)).count("1") * self.node_variance
+
+    def gate(self, step: int, counters: int, false_rate: float) -> float:
+        """A value a noise-only counter passes with probability about false_rate / counters
+        (the Laplace tail at one node, widened by the sqrt of the nodes summed)."""
+        t, s = self.scale
+        return math.sqrt(bin(int(step)).count("1")) * (t / s) * math.log(2 * counters / false_rate)
+
+    def draw(self, size: int, rng: np.random.Generator) -> NDArray[np.int64]:
+        return discrete_laplace(*self.scale, size, rng)
+
+
+TRUNCATION_SHARE = 0.1  # of delta: every draw's truncation, over the whole horizon
+
+
+@dataclass(frozen=True)
+class BinaryTreeGaussian:
+    """The (eps, delta) family: horizon T, the squared L2 sensitivity of the node
+    vectors (an integer), eps, delta, and how many counters draw (for the truncation)."""
+
+    horizon: int
+    l2_sq: int
+    epsilon: float
+    delta_target: float
+    counters: int
+
+    def __post_init__(self) -> None:
+        if self.horizon < 1 or self.l2_sq < 1 or self.counters < 1:
+            raise ConfigError(f"a Gaussian binary tree needs horizon, L2^2 sensitivity and counters >= 1, got "
+                              f"{self.horizon}, {self.l2_sq}, {self.counters}")
+        if not (math.isfinite(self.epsilon) and self.epsilon > 0) or not 0 < self.delta_target < 1:
+            raise ConfigError(f"a Gaussian binary tree needs epsilon > 0 and delta in (0, 1), got "
+                              f"{self.epsilon}, {self.delta_target}")
+
+    @property
+    def height(self) -> int:
+        return tree_height(self.horizon)
+
+    @cached_property
+    def rho_target(self) -> float:
+        return rho_for_tight(self.epsilon, (1 - TRUNCATION_SHARE) * self.delta_target)
+
+    @cached_property
+    def shares(self) -> int:
+        """Discrete Gaussians summed per node: each keeps its variance parameter under 2^20."""
+        return max(1, math.ceil(self.l2_sq / (2 * self.rho_target) / (0.9 * MAX_GAUSSIAN_SIGMA_SQ)))
+
+    @cached_property
+    def sigma_sq(self) -> int:
+        return gaussian_sigma_sq(math.sqrt(self.l2_sq), self.rho_target, self.counters, self.shares, self.shares)
+
+    @cached_property
+    def clip(self) -> int:
+        draws = self.horizon * self.counters * self.shares
+        return gaussian_clip(self.sigma_sq, TRUNCATION_SHARE * self.delta_target / (2 * draws))
+
+    @cached_property
+    def delta(self) -> float:
+        """What the family spends at its epsilon: the zCDP conversion plus every draw's truncation."""
+        rho = gaussian_rho(math.sqrt(self.l2_sq), self.sigma_sq, self.counters, self.shares, self.shares)
+        draws = self.horizon * self.counters * self.shares
+        return zcdp_delta_tight(rho, self.epsilon) + 2 * draws * discrete_gaussian_tail(self.sigma_sq, self.clip)
+
+    @property
+    def node_variance(self) -> float:
+        return float(self.shares * self.sigma_sq)  # the discrete Gaussian's variance is below S: a safe band
+
+    def prefix_variance(self, step: int) -> float:
+        return bin(int(step)).count("1") * self.node_variance
+
+    def gate(self, step: int, counters: int, false_rate: float) -> float:
+        """A value a noise-only counter passes with probability about false_rate / counters."""
+        return math.sqrt(2 * self.prefix_variance(step) * math.log(counters / false_rate))
+
+    def draw(self, size: int, rng: np.random.Generator) -> NDArray[np.int64]:
+        s, clip = self.sigma_sq, self.clip
+        return discrete_gaussian(s, clip, size * self.shares, rng).reshape(self.shares, size).sum(axis=0)
 
 
 class BinaryTree:
     """``counters`` continual counters sharing one noise rule, fed one step at a time."""
 
-    def __init__(self, counters: int, noise: BinaryTreeNoise, rng: np.random.Generator) -> None:
+    def __init__(self, counters: int, noise: BinaryTreeNoise | BinaryTreeGaussian, rng: np.random.Generator) -> None:
         if counters < 1:
             raise ConfigError(f"a binary tree needs at least one counter, got {counters}")
         self.noise, self.rng, self.step_count = noise, rng, 0
@@ -100,7 +199,7 @@ class BinaryTree:
         low = (t & -t).bit_length() - 1  # the node completed at t: its level is t's lowest set bit
         self.exact[low] = self.exact[:low].sum(axis=0) + values
         self.exact[:low] = 0
-        self.noisy[low] = self.exact[low] + discrete_laplace(*self.noise.scale, values.size, self.rng)
+        self.noisy[low] = self.exact[low] + self.noise.draw(values.size, self.rng)
         self.noisy[:low] = 0
         bits = [j for j in range(self.noise.height) if t >> j & 1]
         return self.noisy[bits].sum(axis=0)

@@ -6,8 +6,13 @@ inserted and some earlier ones deleted. After each step it releases k
 ordered centers and an elbow curve for the population at t. Everything
 released is post-processing of three families of binary-tree counters
 (``binary_tree.py``), so the whole sequence of releases is pure eps-DP
-at event level: neighbouring streams differ by one item's insertion (and
-possibly its later deletion), which is one device's point over the round.
+at event level (``delta = 0``: discrete Laplace nodes, L1 sensitivities
+below), or (eps, delta)-DP with discrete Gaussian nodes calibrated by zCDP
+to the L2 sensitivities (``delta > 0``: noise grows with sqrt(height L)
+instead of height L): neighbouring streams differ by one item's insertion
+(and possibly its later deletion), which is one device's point over the
+round. The budget (eps, and delta) is split over the families by basic
+composition.
 
 - values (share VALUE_SHARE of eps): seed 001's generalized sums over the
   greedy's nets, as in ``central/greedy.py`` (one public shifted grid per
@@ -47,7 +52,12 @@ from shoal.common.central_round import greedy_radii
 from shoal.common.errors import ConfigError
 from shoal.server.decoders.central.greedy import SIDE, Z_OF, fixed_point_weights, stochastic_round
 from shoal.server.decoders.central.grids import Grid, shifted_grids
-from shoal.server.decoders.continual.binary_tree import BinaryTree, BinaryTreeNoise, tree_height
+from shoal.server.decoders.continual.binary_tree import (
+    BinaryTree,
+    BinaryTreeGaussian,
+    BinaryTreeNoise,
+    tree_height,
+)
 from shoal.server.decoders.greedy_order import Balls, coreset_elbow, greedy_order
 
 Q = 16  # a point's weight in a ball, in units of 1 / Q (as the curator greedy's GREEDY_Q)
@@ -69,6 +79,7 @@ class ContinualParams:
     levels: int = 6
     objective: str = "kmeans"
     seed: int = 0
+    delta: float = 0.0  # 0: pure eps (Laplace nodes); > 0: (eps, delta) with discrete Gaussian nodes
 
     def __post_init__(self) -> None:
         if not 1 <= self.dim <= MAX_DIM:
@@ -82,6 +93,8 @@ class ContinualParams:
             raise ConfigError(f"the horizon must be >= 1 step, got {self.horizon}")
         if not 1 <= self.levels <= 12:
             raise ConfigError(f"levels must be in [1, 12], got {self.levels}")
+        if not 0 <= self.delta < 1:
+            raise ConfigError(f"delta must be in [0, 1), got {self.delta}")
         if self.objective not in Z_OF:
             raise ConfigError(f"objective must be one of {sorted(Z_OF)}, got {self.objective!r}")
         cells = sum(g.universe() for g in level_grids(self))
@@ -96,32 +109,39 @@ class ContinualEvent:
 
     epsilon: float
     horizon: int
-    families: tuple[BinaryTreeNoise, ...]
+    families: tuple[BinaryTreeNoise | BinaryTreeGaussian, ...]
 
 
-def continual_guarantee(event: object) -> float:
-    """The event-level pure epsilon of the whole release sequence; unknown records raise."""
+def continual_guarantee(event: object) -> tuple[float, float]:
+    """The event-level (epsilon, delta) of the whole release sequence, by basic
+    composition of the families; unknown records raise."""
     if not isinstance(event, ContinualEvent):
         raise ConfigError(f"no continual privacy rule for {event!r}")
-    return math.fsum(f.epsilon for f in event.families)
+    return math.fsum(f.epsilon for f in event.families), math.fsum(f.delta for f in event.families)
 
 
 def continual_statement(event: object) -> dict[str, Any]:
     """What a continual round promises, from its event record (unknown records raise)."""
-    eps = continual_guarantee(event)
+    eps, delta = continual_guarantee(event)
     assert isinstance(event, ContinualEvent)
     names = ("values", "counts", "mean")
     return {
         "model": "central (curator), continual observation",
-        "epsilon": eps, "delta": 0.0, "horizon": event.horizon,
+        "epsilon": eps, "delta": delta, "horizon": event.horizon,
         "level": "event-level: streams that differ by one item's insertion and its later deletion "
                  "(one device's point over the round); a device that inserts m points is covered by group "
                  "privacy at m eps",
         "covers": "everyone who sees the releases (all T steps together); not the curator, which sees raw points",
-        "parts": {name: {"mechanism": "binary-tree mechanism, discrete Laplace per dyadic node",
-                         "epsilon": f.epsilon, "l1_sensitivity": f.sensitivity, "tree_height": f.height}
-                  for name, f in zip(names, event.families, strict=True)},
+        "parts": {name: _part(f) for name, f in zip(names, event.families, strict=True)},
     }
+
+
+def _part(f: BinaryTreeNoise | BinaryTreeGaussian) -> dict[str, Any]:
+    if isinstance(f, BinaryTreeNoise):
+        return {"mechanism": "binary-tree mechanism, discrete Laplace per dyadic node", "epsilon": f.epsilon,
+                "delta": 0.0, "l1_sensitivity": f.sensitivity, "tree_height": f.height}
+    return {"mechanism": f"binary-tree mechanism, {f.shares} discrete Gaussian(s) per dyadic node (zCDP)",
+            "epsilon": f.epsilon, "delta": f.delta, "l2_sensitivity": math.sqrt(f.l2_sq), "tree_height": f.height}
 
 
 def level_grids(params: ContinualParams) -> list[Grid]:
@@ -159,13 +179,19 @@ class ContinualGreedy:
         self.radii = greedy_radii(params.levels)
         self.z = Z_OF[params.objective]
         h = tree_height(params.horizon)
-        eps = params.epsilon
-        self.values_noise = BinaryTreeNoise(params.horizon, 2 * h * params.levels * Q, VALUE_SHARE * eps)
-        self.counts_noise = BinaryTreeNoise(params.horizon, 2 * h, COUNT_SHARE * eps)
-        unit = 1 << MEAN_BITS
-        mean_l1 = math.ceil(math.sqrt(params.dim) * unit) + params.dim + unit
-        self.mean_noise = BinaryTreeNoise(params.horizon, 2 * h * mean_l1, (1 - VALUE_SHARE - COUNT_SHARE) * eps)
         self.sizes = [g.universe() for g in self.grids]
+        unit = 1 << MEAN_BITS
+        shares = (VALUE_SHARE, COUNT_SHARE, 1 - VALUE_SHARE - COUNT_SHARE)
+        widths = (sum(self.sizes), self.sizes[-1], params.dim + 1)
+        if params.delta == 0:  # pure eps: L1 of one item's two events over its ``h`` nodes each
+            l1 = (params.levels * Q, 1, math.ceil(math.sqrt(params.dim) * unit) + params.dim + unit)
+            families: list[BinaryTreeNoise | BinaryTreeGaussian] = [
+                BinaryTreeNoise(params.horizon, 2 * h * r, share * params.epsilon) for r, share in zip(l1, shares, strict=True)]
+        else:  # (eps, delta): squared L2 of one event's leaf (a node holding both events moves by less)
+            l2_sq = (params.levels * Q**2, 1, math.ceil((unit + math.sqrt(params.dim)) ** 2) + unit**2)
+            families = [BinaryTreeGaussian(params.horizon, 2 * h * r, share * params.epsilon, share * params.delta, w)
+                        for r, share, w in zip(l2_sq, shares, widths, strict=True)]
+        self.values_noise, self.counts_noise, self.mean_noise = families
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)])
         self.cell_centers = [_all_centers(g, params.dim) for g in self.grids]
         self.values = BinaryTree(int(self.offsets[-1]), self.values_noise, rng)
@@ -207,12 +233,8 @@ class ContinualGreedy:
         noisy_mean = self.mean.step(mi - md)
         return self._release(noisy_values, noisy_counts, noisy_mean)
 
-    def _gate(self, noise: BinaryTreeNoise, counters: int) -> float:
-        """A noise-only counter passes with probability about GATE_FALSE / counters
-        (the Laplace tail at one node, widened by the sqrt of the nodes summed)."""
-        t, s = noise.scale
-        nodes = bin(self.values.step_count).count("1")
-        return math.sqrt(nodes) * (t / s) * math.log(2 * counters / GATE_FALSE)
+    def _gate(self, noise: BinaryTreeNoise | BinaryTreeGaussian, counters: int) -> float:
+        return noise.gate(self.values.step_count, counters, GATE_FALSE)
 
     def _release(self, values: NDArray[np.int64], counts: NDArray[np.int64], mean_sums: NDArray[np.int64]) -> StepRelease:
         p, step = self.params, self.values.step_count

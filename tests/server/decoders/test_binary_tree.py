@@ -12,8 +12,13 @@ import numpy as np
 import pytest
 
 from shoal.common.errors import ConfigError
-from shoal.server.decoders.continual.binary_tree import BinaryTree, BinaryTreeNoise, tree_height
-from tests.dp_audit import joint_counts, simultaneous_lower_bound
+from shoal.server.decoders.continual.binary_tree import (
+    BinaryTree,
+    BinaryTreeGaussian,
+    BinaryTreeNoise,
+    tree_height,
+)
+from tests.dp_audit import delta_lower_bound, joint_counts, simultaneous_lower_bound
 
 EPS = 1.0
 
@@ -118,3 +123,64 @@ def test_the_audit_catches_a_tree_that_forgets_the_deletion():
     """Noise for the insertion alone (height x W): an item inserted at step 1 and deleted
     at step 5 moves 5 released nodes ([1], [1-2], [1-4]; [5], [5-6]): ~5/4 eps."""
     assert _audit(tree_height(T) * W, 1, 5) > EPS
+
+
+DELTA = 0.02  # large enough to measure
+
+
+def test_the_gaussian_tree_spends_within_its_delta_and_is_unbiased():
+    noise = BinaryTreeGaussian(horizon=16, l2_sq=2 * tree_height(16) * W**2, epsilon=EPS, delta_target=1e-6,
+                               counters=1000)
+    assert noise.delta <= 1e-6 and noise.sigma_sq <= 2**20
+    runs = 40_000
+    values = np.arange(16) * 3 - 7
+    err = _releases(np.repeat(values[:, None], runs, axis=1), noise, 5) - np.cumsum(values)[:, None]
+    for t in (1, 7, 15, 16):
+        var = noise.prefix_variance(t)
+        assert abs(err[t - 1].mean()) <= 5 * math.sqrt(var / runs)
+        assert err[t - 1].var() == pytest.approx(var, rel=0.05)
+
+
+def test_a_gaussian_tree_beyond_one_draws_variance_sums_shares():
+    noise = BinaryTreeGaussian(horizon=1024, l2_sq=2 * 11 * 6 * 16**2, epsilon=0.1, delta_target=1e-6, counters=10)
+    assert noise.shares > 1 and noise.sigma_sq <= 2**20 and noise.delta <= 1e-6
+
+
+@pytest.mark.parametrize(("field", "value"), [("horizon", 0), ("l2_sq", 0), ("counters", 0), ("epsilon", -1.0),
+                                              ("delta_target", 0.0), ("delta_target", 1.0)])
+def test_binary_tree_gaussian_rejects_invalid(field, value):
+    args = {"horizon": 8, "l2_sq": 4, "epsilon": 1.0, "delta_target": 1e-6, "counters": 1, field: value}
+    with pytest.raises(ConfigError, match="Gaussian binary tree needs"):
+        BinaryTreeGaussian(**args)
+
+
+def _gaussian_audit(l2_sq: int, insert: int, delete: int | None, runs: int = 200_000) -> float:
+    """Lower bound on max P(A | S) - e^eps P(A | S') over upper and lower sets of the
+    Gaussian likelihood ratio's statistic sum_j node_j (b_j - a_j) (the released nodes
+    recovered from the releases as in ``_audit``)."""
+    noise = BinaryTreeGaussian(horizon=T, l2_sq=l2_sq, epsilon=EPS, delta_target=DELTA, counters=runs)
+    base = np.array([3, 0, 5, 1, 0, 2, 7, 4]) * W
+    other = base.copy()
+    other[insert - 1] += W
+    if delete is not None:
+        other[delete - 1] -= W
+    steps = np.arange(1, T + 1)
+    parent = steps & (steps - 1)
+
+    def nodes(prefix: np.ndarray) -> np.ndarray:
+        padded = np.concatenate([np.zeros((1,) + prefix.shape[1:], dtype=prefix.dtype), prefix])
+        return padded[steps] - padded[parent]
+
+    a, b = nodes(np.cumsum(base)), nodes(np.cumsum(other))
+    stats_ = [((nodes(_releases(np.repeat(s[:, None], runs, axis=1), noise, 20 + i)) - a[:, None])
+               * (b - a)[:, None]).sum(0) for i, s in enumerate((base, other))]
+    return delta_lower_bound(*stats_, EPS)
+
+
+@pytest.mark.parametrize(("insert", "delete"), [(1, None), (1, 5)])
+def test_the_gaussian_release_sequence_is_eps_delta_dp_on_neighbouring_streams(insert, delete):
+    assert _gaussian_audit(2 * tree_height(T) * W**2, insert, delete) <= DELTA
+
+
+def test_the_gaussian_audit_catches_a_tree_that_forgets_its_height():
+    assert _gaussian_audit(2 * W**2, 1, 5) > DELTA

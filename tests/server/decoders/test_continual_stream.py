@@ -121,9 +121,30 @@ def test_a_step_outside_the_unit_ball_is_refused():
 
 def test_the_statement_is_built_from_the_event_and_sums_to_epsilon():
     g = _greedy(epsilon=2.0, horizon=1024)
-    assert continual_guarantee(g.event) == pytest.approx(2.0)
+    assert continual_guarantee(g.event) == (pytest.approx(2.0), 0.0)
     words = continual_statement(g.event)
     assert words["horizon"] == 1024 and words["delta"] == 0.0 and "event-level" in words["level"]
     assert words["parts"]["values"]["tree_height"] == 11 and "not the curator" in words["covers"]
     with pytest.raises(ConfigError, match="no continual privacy rule"):
         continual_guarantee(object())
+
+
+def test_an_eps_delta_round_draws_gaussian_nodes_and_spends_within_its_delta():
+    g = _greedy(epsilon=1.0, horizon=1024, levels=5, delta=1e-6)
+    eps, delta = continual_guarantee(g.event)
+    assert eps == pytest.approx(1.0) and 0 < delta <= 1e-6
+    words = continual_statement(g.event)
+    assert "discrete Gaussian" in words["parts"]["values"]["mechanism"] and words["delta"] == delta
+    h = tree_height(1024)
+    assert g.values_noise.l2_sq == 2 * h * 5 * Q**2  # type: ignore[union-attr]
+    pure = _greedy(epsilon=1.0, horizon=1024, levels=5)
+    # the Gaussian's node deviation grows with sqrt(height L), Laplace's with height L
+    assert g.values_noise.node_variance < pure.values_noise.node_variance / 4
+    rng = np.random.default_rng(6)
+    release = g.step(rng.normal(0, 0.1, size=(500, 2)), np.zeros((0, 2)))
+    assert release.centers.shape == (3, 2)
+
+
+def test_continual_params_reject_a_delta_of_one():
+    with pytest.raises(ConfigError, match="delta must be in"):
+        ContinualParams(dim=2, k=3, epsilon=1.0, horizon=16, delta=1.0)
