@@ -34,7 +34,8 @@ centers, then the private mean (the one-center answer: the k centers are
 never worse than the private one-center answer, by construction; with
 no ball past the gate, all k are the mean). The elbow is the coreset's
 (``coreset_elbow``: the finest cells' noisy counts past their gate, at
-their centers), post-processing too. Deletions use
+their centers), post-processing too; it is in k-means cost (squared
+distances) whatever the round's objective. Deletions use
 a fresh stochastic rounding of the item's weight (unbiased; the curator
 keeps no per-item state beyond the points it holds).
 """
@@ -258,4 +259,5 @@ class ContinualGreedy:
         curve, suggested = coreset_elbow(self.cell_centers[-1][kept], counts[kept].astype(np.float64), var, released)
         return StepRelease(step, released, curve, suggested,
                            {"balls": int(ok.sum()), "center_levels": depth, "noisy_count": float(count),
+                            "elbow_objective": "kmeans",
                             "coreset_cells": int(kept.sum())})
