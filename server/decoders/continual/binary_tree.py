@@ -21,8 +21,8 @@ by at most that much (event-level DP over the horizon).
 of ``shares`` discrete Gaussians (CKS Alg. 3, exact, each truncated far in
 its tail), calibrated to the node vectors' L2 sensitivity by zCDP
 (``distributed_noise.gaussian_rho``; Canonne-Kamath-Steinke's conversion);
-the truncation's total probability over every draw of the horizon is
-added to delta. Its noise grows with sqrt(height) where Laplace's grows
+the truncation's total probability p over every draw of the horizon
+adds (1 + e^eps) p to delta (as ``noisy_average.spent_delta``). Its noise grows with sqrt(height) where Laplace's grows
 with height.
 
 Memory: two (height, counters) integer tables, whatever T is (the exact
@@ -151,14 +151,17 @@ class BinaryTreeGaussian:
     @cached_property
     def clip(self) -> int:
         draws = self.horizon * self.counters * self.shares
-        return gaussian_clip(self.sigma_sq, TRUNCATION_SHARE * self.delta_target / (2 * draws))
+        return gaussian_clip(self.sigma_sq, TRUNCATION_SHARE * self.delta_target
+                             / (2 * draws * (1 + math.exp(self.epsilon))))
 
     @cached_property
     def delta(self) -> float:
-        """What the family spends at its epsilon: the zCDP conversion plus every draw's truncation."""
+        """What the family spends at its epsilon: the zCDP conversion plus every draw's truncation.
+        The truncated release is within total variation p (the chance any draw would have
+        left the clip) of the untruncated one on each input, so delta grows by (1 + e^eps) p."""
         rho = gaussian_rho(math.sqrt(self.l2_sq), self.sigma_sq, self.counters, self.shares, self.shares)
-        draws = self.horizon * self.counters * self.shares
-        return zcdp_delta_tight(rho, self.epsilon) + 2 * draws * discrete_gaussian_tail(self.sigma_sq, self.clip)
+        p = 2 * self.horizon * self.counters * self.shares * discrete_gaussian_tail(self.sigma_sq, self.clip)
+        return zcdp_delta_tight(rho, self.epsilon) + (1 + math.exp(self.epsilon)) * p
 
     @property
     def node_variance(self) -> float:
