@@ -37,13 +37,15 @@ from shoal.deploy.bench.accuracy import machine
 from shoal.deploy.continual_stream import drifting_stream
 from shoal.server.decoders.central.pipeline import central_kmeans
 from shoal.server.decoders.continual.stream import ContinualGreedy, ContinualParams
+from shoal.server.decoders.kmeans import kmeans_cost
 
 K = 4
 DELTA = 1e-6
 
 
 def _cost(x: np.ndarray, centers: np.ndarray) -> float:
-    return float(((x[:, None, :] - centers[None, :, :]) ** 2).sum(2).min(1).mean()) if len(x) else 0.0
+    """k-means cost per point (0 for an empty population)."""
+    return kmeans_cost(x, centers) / len(x) if len(x) else 0.0
 
 
 def stream_row(horizon: int, inserts: int, eps: float, seed: int, levels: int, delta: float = 0.0) -> dict[str, Any]:

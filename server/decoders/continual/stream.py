@@ -195,6 +195,7 @@ class ContinualGreedy:
         self.values_noise, self.counts_noise, self.mean_noise = families
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)])
         self.cell_centers = [_all_centers(g, params.dim) for g in self.grids]
+        self.all_centers = np.concatenate(self.cell_centers)  # every counter's ball center, in counter order
         self.values = BinaryTree(int(self.offsets[-1]), self.values_noise, rng)
         self.counts = BinaryTree(self.sizes[-1], self.counts_noise, rng)
         self.mean = BinaryTree(params.dim + 1, self.mean_noise, rng)
@@ -247,7 +248,7 @@ class ContinualGreedy:
         gate = np.repeat([self._gate(self.values_noise, size) for size in self.sizes], self.sizes)
         ok = values >= gate
         level = np.searchsorted(self.offsets, np.flatnonzero(ok), side="right") - 1
-        centers = np.concatenate(self.cell_centers)[ok]
+        centers = self.all_centers[ok]
         balls = Balls(level.astype(np.int64), centers, np.asarray(self.radii)[level] ** self.z * values[ok] / Q)
         if p.k > 1 and balls.level.size:
             order, depth = greedy_order(balls, p.k - 1, self.radii)

@@ -76,6 +76,25 @@ def test_binary_tree_noise_rejects_invalid(field, value):
 
 
 T, W = 8, 16  # the audit's horizon and one event's weight (the greedy's fixed-point unit)
+_STEPS = np.arange(1, T + 1)
+_PARENT = _STEPS & (_STEPS - 1)  # t with its lowest bit cleared (0 for powers of two)
+
+
+def _neighbours(insert: int, delete: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """A stream and the same stream with one more item of weight W inserted at ``insert``
+    (and deleted at ``delete``)."""
+    base = np.array([3, 0, 5, 1, 0, 2, 7, 4]) * W
+    other = base.copy()
+    other[insert - 1] += W
+    if delete is not None:
+        other[delete - 1] -= W
+    return base, other
+
+
+def _nodes(prefix: np.ndarray) -> np.ndarray:
+    """The released nodes behind releases S_1..S_T (axis 0): node_t = S_t - S_{t's parent}."""
+    padded = np.concatenate([np.zeros((1,) + prefix.shape[1:], dtype=prefix.dtype), prefix])
+    return padded[_STEPS] - padded[_PARENT]
 
 
 def _audit(stated_sensitivity: int, insert: int, delete: int | None, runs: int = 200_000) -> float:
@@ -86,22 +105,11 @@ def _audit(stated_sensitivity: int, insert: int, delete: int | None, runs: int =
     S_{t with its lowest bit cleared}); the score is the discrete Laplace product's
     likelihood ratio over them against both streams' exact node sums."""
     noise = BinaryTreeNoise(horizon=T, sensitivity=stated_sensitivity, epsilon=EPS)
-    base = np.array([3, 0, 5, 1, 0, 2, 7, 4]) * W
-    other = base.copy()
-    other[insert - 1] += W
-    if delete is not None:
-        other[delete - 1] -= W
-    steps = np.arange(1, T + 1)
-    parent = steps & (steps - 1)  # S of t with its lowest bit cleared (0 for powers of two)
-
-    def nodes(prefix: np.ndarray) -> np.ndarray:
-        padded = np.concatenate([np.zeros((1,) + prefix.shape[1:], dtype=prefix.dtype), prefix])
-        return padded[steps] - padded[parent]
-
-    a, b = nodes(np.cumsum(base)), nodes(np.cumsum(other))
+    base, other = _neighbours(insert, delete)
+    a, b = _nodes(np.cumsum(base)), _nodes(np.cumsum(other))
     scores = []
     for seed, stream in enumerate((base, other)):
-        out = nodes(_releases(np.repeat(stream[:, None], runs, axis=1), noise, 10 + seed))
+        out = _nodes(_releases(np.repeat(stream[:, None], runs, axis=1), noise, 10 + seed))
         scores.append((np.abs(out - a[:, None]) - np.abs(out - b[:, None])).sum(0))
     reach = float(np.abs(a - b).sum()) + 1
     codes = [np.digitize(s, np.linspace(-reach, reach, 41)) for s in scores]
@@ -159,20 +167,9 @@ def _gaussian_audit(l2_sq: int, insert: int, delete: int | None, runs: int = 200
     Gaussian likelihood ratio's statistic sum_j node_j (b_j - a_j) (the released nodes
     recovered from the releases as in ``_audit``)."""
     noise = BinaryTreeGaussian(horizon=T, l2_sq=l2_sq, epsilon=EPS, delta_target=DELTA, counters=runs)
-    base = np.array([3, 0, 5, 1, 0, 2, 7, 4]) * W
-    other = base.copy()
-    other[insert - 1] += W
-    if delete is not None:
-        other[delete - 1] -= W
-    steps = np.arange(1, T + 1)
-    parent = steps & (steps - 1)
-
-    def nodes(prefix: np.ndarray) -> np.ndarray:
-        padded = np.concatenate([np.zeros((1,) + prefix.shape[1:], dtype=prefix.dtype), prefix])
-        return padded[steps] - padded[parent]
-
-    a, b = nodes(np.cumsum(base)), nodes(np.cumsum(other))
-    stats_ = [((nodes(_releases(np.repeat(s[:, None], runs, axis=1), noise, 20 + i)) - a[:, None])
+    base, other = _neighbours(insert, delete)
+    a, b = _nodes(np.cumsum(base)), _nodes(np.cumsum(other))
+    stats_ = [((_nodes(_releases(np.repeat(s[:, None], runs, axis=1), noise, 20 + i)) - a[:, None])
                * (b - a)[:, None]).sum(0) for i, s in enumerate((base, other))]
     return delta_lower_bound(*stats_, EPS)
 
