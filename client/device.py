@@ -97,6 +97,19 @@ class Device:
             config, key, digest = self._verified(round_id)
             spend, make = self._plan(round_id, config, key, digest, _checked_point(round_id, config, point))
             message = self.ledger.record(round_id, spend, make)
+        return self._send(round_id, message)
+
+    def withdraw(self, round_id: str) -> dict[str, int]:
+        """Delete this device's point from a continual round's stream: the
+        withdrawal sealed when the point was inserted (``client/kinds/continual.py``).
+        A second withdrawal of the same item is refused by the shuffler (it saw
+        those sealed bytes), and the curator applies an item's first deletion only."""
+        message = self.ledger.withdrawal_for(round_id)
+        if message is None:
+            raise TransportError(f"this device inserted nothing it can withdraw from round {round_id}")
+        return self._send(round_id, message)
+
+    def _send(self, round_id: str, message: str) -> dict[str, int]:
         if message.startswith(('{"sealed"', '{"parts"')):
             if not self.shuffler_url:
                 raise TransportError(f"a sealed message for round {round_id} needs a shuffler_url")

@@ -84,10 +84,16 @@ class Ledger:
         entry = self.entries.get(round_id)
         return None if entry is None else str(entry["message"])
 
-    def record(self, round_id: str, spend: Spend, make_message: Callable[[], str]) -> str:
+    def withdrawal_for(self, round_id: str) -> str | None:
+        """The sealed withdrawal recorded with the round's message (continual rounds), if any."""
+        entry = self.entries.get(round_id)
+        return None if entry is None or entry.get("withdrawal") is None else str(entry["withdrawal"])
+
+    def record(self, round_id: str, spend: Spend, make_message: Callable[[], str | tuple[str, str]]) -> str:
         """The message for ``round_id``: the stored one if any process recorded
         it already, else ``make_message()`` recorded durably (under the lock,
-        refused beyond the cap) before it is returned for sending."""
+        refused beyond the cap) before it is returned for sending. A builder that
+        returns (message, withdrawal) has the withdrawal recorded beside it."""
         with self._locked():
             entries = self.entries
             if round_id in entries:
@@ -104,11 +110,14 @@ class Ledger:
                     f"round {round_id} needs epsilon {spend.epsilon:g} but this device has spent "
                     f"{spent:g} of its cap {self.cap:g}"
                 )
-            message = make_message()
+            made = make_message()
+            message, withdrawal = made if isinstance(made, tuple) else (made, None)
             entries[round_id] = {
                 "guarantee": spend.guarantee, "epsilon": spend.epsilon, "central_epsilon": spend.central_epsilon,
                 "delta": spend.delta, "note": spend.note, "family": spend.family, "message": message,
             }
+            if withdrawal is not None:
+                entries[round_id]["withdrawal"] = withdrawal
             self._write(entries)
             return message
 

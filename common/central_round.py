@@ -91,6 +91,7 @@ HIST_GAP = 2.5  # gridhist: the threshold is at most n / (HIST_GAP k) points (``
 # projection, or (values, elbow) without one.
 GREEDY_LEVELS = 8
 GREEDY_Q = 16
+GREEDY_SIDE = 1.0  # a level's cube has side GREEDY_SIDE r / sqrt(d'): half-diagonal r / 2, a typical point weighs ~1/2
 GREEDY_SPLIT = (0.45, 0.1, 0.45)
 GREEDY_SPLIT_UNPROJECTED = (0.8, 0.2, 0.0)
 HISTOGRAM_RULES = ("threshold-gaussian", "seed001-values")  # cover rules whose delta comes from a HistogramNoise

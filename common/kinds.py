@@ -1,7 +1,7 @@
 """Round kinds: one interface, found by the config's ``kind`` (DESIGN.md, "Round kinds").
 
-A kind of round (tree, sketch, refine; central, greedy and continual to
-come) is three small halves that share its name, so each side of the
+A kind of round (tree, sketch, refine, local refine, partition, central,
+continual) is three small halves that share its name, so each side of the
 system imports only what it may:
 
 - here, in ``shoal.common``: the config (parse and validate, serialise)
@@ -46,24 +46,27 @@ def decode_chunk_rows(row_bytes: int) -> int:
 LEGACY_KIND = "tree"
 _MODULES = ("shoal.common.tree_round", "shoal.common.sketch_round", "shoal.common.refine_round",
             "shoal.common.central_round", "shoal.common.partition_round",
-            "shoal.common.local_refine_round")
+            "shoal.common.local_refine_round", "shoal.common.continual_round")
 
 
 @dataclass(frozen=True)
 class Mixing:
     """How the shuffler treats a round's messages: the smallest batch it may
     release, whether its forwarder may release batches on its own (else only
-    an explicit flush, as one permutation of everything), and how many
-    sealed messages one device submits."""
+    an explicit flush, as one permutation of everything), how many sealed
+    messages one device submits at once, and how many submissions one device
+    may make to the round (continual rounds: an insertion, then a withdrawal)."""
 
     min_messages: int
     auto_release: bool
     parts_per_device: int
+    submissions_per_device: int = 1
 
     def __post_init__(self) -> None:
-        if self.min_messages < 0 or self.parts_per_device < 1:
+        if self.min_messages < 0 or self.parts_per_device < 1 or self.submissions_per_device < 1:
             raise ConfigError(f"bad mixing rule: min_messages={self.min_messages}, "
-                              f"parts_per_device={self.parts_per_device}")
+                              f"parts_per_device={self.parts_per_device}, "
+                              f"submissions_per_device={self.submissions_per_device}")
 
 
 def secure_sum_mixing(min_devices: int, shares: int) -> Mixing:

@@ -15,11 +15,11 @@ from __future__ import annotations
 import base64
 import secrets
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BaseModel, ConfigDict, Field, FiniteFloat
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, model_validator
 
 from shoal.common.envelope import seal
 from shoal.common.errors import ReportError
@@ -157,6 +157,28 @@ def point_rows(messages: list[PointMessage], dim: int, per_device: int = 1) -> N
                           "(clip into the round's bound, then PublicBound.to_ball)")
     rows /= np.where(np.isnan(norms), 1.0, np.maximum(norms, 1.0))[:, :, None]
     return rows.reshape(len(messages), per_device * dim)
+
+
+class StreamMessage(BaseModel):
+    """A continual round's event (``common/continual_round.py``): the insertion
+    of one item (the device's point, clipped into the bound and mapped into
+    the unit ball) or its deletion, named by a random 128-bit token the
+    device chose at insertion. Raw data: sealed to the server (the curator)
+    through the shuffler; the server assigns it to the step open when it
+    commits it (``server/rounds/steps.py``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    round_id: str = Field(min_length=1, max_length=64)
+    message_id: str = Field(pattern=r"^[0-9a-f]{32}$")
+    op: Literal["insert", "delete"]
+    item: str = Field(pattern=r"^[0-9a-f]{32}$")
+    point: list[FiniteFloat] | None = Field(None, min_length=1, max_length=MAX_POINT_DIM)
+
+    @model_validator(mode="after")
+    def _point_for_inserts_only(self) -> StreamMessage:
+        if (self.op == "insert") != (self.point is not None):
+            raise ValueError("an insert carries its point; a delete carries only the item's token")
+        return self
 
 
 def new_message_id() -> str:

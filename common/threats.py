@@ -57,3 +57,13 @@ def curator_guarantee(epsilon: float, delta: float) -> dict[str, Any]:
                         "neighbouring datasets differ by adding or removing one point"],
             "words": f"({epsilon:g}, {delta:g})-DP for the released centers, sizes and coreset; the curator sees "
                      "every raw point, so there is no local guarantee"}
+
+
+def continual_guarantee(epsilon: float, delta: float, horizon: int) -> dict[str, Any]:
+    """Continual observation by a trusted curator: event-level DP over all the releases of the stream."""
+    return {"epsilon": epsilon, "delta": delta, "against": ["readers of the result"],
+            "assumes": ["the curator (the server) is trusted with every raw point: not against a curious or "
+                        "hostile server",
+                        "neighbouring streams differ by one item's insertion and its later deletion (event level)"],
+            "words": f"({epsilon:g}, {delta:g})-DP for all {horizon} steps' releases together, per item a device "
+                     "inserts and withdraws; the curator sees every raw point, so there is no local guarantee"}

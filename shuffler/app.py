@@ -156,6 +156,7 @@ class RoundRule:
     auto_release: bool
     parts: int
     digest: str
+    submissions: int = 1
 
 
 # A round id as the server issues them (and as is safe to put in a URL).
@@ -242,7 +243,8 @@ class Forwarder:
                 mixing = kind.mixing(kind.parse(cfg))
             except ConfigError as exc:
                 raise RuntimeError(f"the server's config for round {round_id} is not valid: {exc}") from exc
-            self._rules[round_id] = RoundRule(mixing.min_messages, mixing.auto_release, mixing.parts_per_device, digest)
+            self._rules[round_id] = RoundRule(mixing.min_messages, mixing.auto_release, mixing.parts_per_device, digest,
+                                              mixing.submissions_per_device)
         return self._rules[round_id]
 
     def threshold(self, round_id: str) -> int:
@@ -290,7 +292,7 @@ def create_app(settings: ShufflerSettings) -> FastAPI:
     config_kinds()  # every kind's config module loaded now, not on a device's first message (1.2 s here)
     buffer = Buffer(settings.db_path)
     forwarder = Forwarder(settings, buffer)
-    adder: GroupCommit[tuple[str, str, list[bytes]], bool] = GroupCommit(buffer.add_many, name="buffer-commit")
+    adder: GroupCommit[tuple[str, str, list[bytes], int], bool] = GroupCommit(buffer.add_many, name="buffer-commit")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -356,8 +358,8 @@ def create_app(settings: ShufflerSettings) -> FastAPI:
                 f"config for round {round_id} is {allowed.digest[:16]}...; message refused"))
         if len(raws) != allowed.parts:
             raise HTTPException(status_code=422, detail=f"round {round_id} takes {allowed.parts} parts per device, got {len(raws)}")
-        if not await asyncio.wrap_future(adder.submit((round_id, x_device_token, raws))):
-            raise HTTPException(status_code=409, detail="this device, or this sealed message, was already submitted for this round")
+        if not await asyncio.wrap_future(adder.submit((round_id, x_device_token, raws, allowed.submissions))):
+            raise HTTPException(status_code=409, detail="this device (as often as the round allows), or this sealed message, was already submitted for this round")
         return {"accepted": len(raws)}
 
     def threshold_or_http(round_id: str) -> int:

@@ -135,16 +135,18 @@ class Buffer:
             key = bytes(row[0])
         return hmac.new(key, token.encode(), hashlib.sha256).hexdigest()
 
-    def add_many(self, items: list[tuple[str, str, list[bytes]]]) -> list[bool | BaseException]:
-        """Several devices' submissions in one transaction (one fsync); per item,
-        True if buffered, False if that device (or those exact sealed bytes)
-        already came for the round. A submission of several parts (secure-sum
-        shares) is buffered as that many messages, all or none."""
+    def add_many(self, items: list[tuple[str, str, list[bytes], int]]) -> list[bool | BaseException]:
+        """Several devices' submissions in one transaction (one fsync); per item
+        (round, device token, parts, submissions the round allows a device),
+        True if buffered, False if that device already used its submissions
+        (or those exact sealed bytes came) for the round. A submission of
+        several parts (secure-sum shares) is buffered as that many messages,
+        all or none."""
         out: list[bool | BaseException] = []
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
-                for round_id, token, parts in items:
+                for round_id, token, parts, submissions in items:
                     digests = [hashlib.sha256(p).hexdigest() for p in parts]
                     seen = self._conn.execute(
                         f"SELECT COUNT(*) FROM digests WHERE round_id = ? AND digest IN ({','.join('?' * len(digests))})",
@@ -152,8 +154,11 @@ class Buffer:
                     if seen or len(set(digests)) != len(digests):
                         out.append(False)
                         continue
-                    cur = self._conn.execute("INSERT OR IGNORE INTO members VALUES (?, ?)",
-                                             (round_id, self._member(round_id, token)))
+                    for slot in range(submissions):  # the device's first free slot; slot 0 is the token itself
+                        cur = self._conn.execute("INSERT OR IGNORE INTO members VALUES (?, ?)",
+                                                 (round_id, self._member(round_id, token if not slot else f"{token}#{slot}")))
+                        if cur.rowcount == 1:
+                            break
                     if cur.rowcount == 1:  # one statement step each, not one per part (``form_batch``)
                         self._conn.execute("INSERT INTO pending VALUES " + ",".join(["(?, ?, ?, ?)"] * len(parts)),
                                            [v for dg, p in zip(digests, parts, strict=True)

@@ -26,9 +26,10 @@ class Simulated:
 class DeviceKind(Protocol):
     name: str
 
-    def plan(self, part: Participation, config: Any, x: np.ndarray) -> tuple[Spend, Callable[[], str]]:
+    def plan(self, part: Participation, config: Any, x: np.ndarray) -> tuple[Spend, Callable[[], str | tuple[str, str]]]:
         """What answering costs and how the message is built; the ledger calls
-        the builder under its lock, at most once per round."""
+        the builder under its lock, at most once per round. A builder may return
+        (message, withdrawal): the withdrawal is kept for ``Device.withdraw``."""
         ...
 
     def simulate(self, config: Any, points: np.ndarray, records_per_device: int) -> Simulated:

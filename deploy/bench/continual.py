@@ -33,10 +33,11 @@ from typing import Any
 import numpy as np
 
 from shoal.common.central_round import derive_central
+from shoal.common.continual_round import ContinualParams
 from shoal.deploy.bench.accuracy import machine
 from shoal.deploy.continual_stream import drifting_stream
 from shoal.server.decoders.central.pipeline import central_kmeans
-from shoal.server.decoders.continual.stream import ContinualGreedy, ContinualParams
+from shoal.server.decoders.continual.stream import ContinualGreedy
 from shoal.server.decoders.kmeans import kmeans_cost
 
 K = 4

@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from shoal.common.bounds import PublicBound
+from shoal.common.continual_round import MAX_HORIZON
 from shoal.common.messages import (
     MAX_RECORDS,
     CodebookMessage,
@@ -119,6 +120,15 @@ class CentralTuningIn(BaseModel):
         "kmedian: maxcover-003 or greedy-001 where nothing is projected (d <= d'); default kmeans"))
 
 
+class ContinualTuningIn(BaseModel):
+    """A continual round's parameters (``common/continual_round.py``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    horizon: int = Field(ge=1, le=MAX_HORIZON, description="steps the round releases (the budget covers them all)")
+    levels: int | None = Field(None, ge=1, le=12, description="net levels, radii 2 .. 2^(1 - levels) (default 6)")
+    objective: Literal["kmeans", "kmedian"] | None = Field(None, description="the greedy's objective (default kmeans)")
+
+
 class CreateRoundIn(BaseModel):
     """What an operator gives; every other parameter is derived (``derive_config``)."""
 
@@ -137,10 +147,13 @@ class CreateRoundIn(BaseModel):
         "local", description=("shuffle: epsilon/delta are the central target for batches of >= min_batch; "
                               "central: the server is the curator (devices seal raw points to it; "
                               "common/central_round.py)"))
-    algorithm: Literal["auto", "maxcover-000", "maxcover-003", "gridhist", "greedy-001"] | None = Field(
+    algorithm: Literal["auto", "maxcover-000", "maxcover-003", "gridhist", "greedy-001", "continual"] | None = Field(
         None, description=("central model only: seed 000's or seed 003's private max coverage, seed 000's "
                            "pipeline with a thresholded histogram cover (gridhist), or seed 001's greedy "
-                           "(greedy-001: centers in order, the first k' answer k', with a private elbow curve); "
+                           "(greedy-001: centers in order, the first k' answer k', with a private elbow curve), "
+                           "or continual observation of a stream of insertions and deletions (continual: a release "
+                           "at every step the operator closes, POST /rounds/{id}/steps; tuning.horizon required; "
+                           "delta optional: none is pure eps); "
                            "auto: by dimension"))
     delta: float | None = Field(None, gt=0, lt=1, description="shuffle and central models only")
     min_batch: int | None = Field(None, ge=2, le=10**9, description=(
@@ -165,7 +178,7 @@ class CreateRoundIn(BaseModel):
         """Every override is checked here, by name and type; only the keys given
         are kept (the rest stay derived)."""
         if self.model == "central":
-            model: type[BaseModel] = CentralTuningIn
+            model: type[BaseModel] = ContinualTuningIn if self.algorithm == "continual" else CentralTuningIn
         else:
             tunings: dict[str, type[BaseModel]] = {"sketch": SketchTuningIn, "partition": PartitionTuningIn}
             model = tunings.get(self.encoder, TreeTuningIn)
@@ -184,7 +197,9 @@ class CreateRoundIn(BaseModel):
             raise ValueError("a shuffle round needs delta and min_batch")
         if self.model == "local" and (self.delta is not None or self.min_batch is not None):
             raise ValueError("delta and min_batch apply to shuffle rounds only")
-        if self.model == "central" and (self.delta is None or self.min_batch is not None or self.encoder != "auto"):
+        pure = self.algorithm == "continual"  # a continual round may be pure eps (discrete Laplace nodes)
+        if self.model == "central" and ((self.delta is None and not pure) or self.min_batch is not None
+                                        or self.encoder != "auto"):
             raise ValueError("a central round needs delta, and takes an algorithm instead of encoder and min_batch")
         if self.model != "central" and self.algorithm is not None:
             raise ValueError("algorithm applies to central rounds only (model: central)")
@@ -355,6 +370,18 @@ class ElbowOut(BaseModel):
     objective: Literal["kmeans", "kmedian"]
     units: str
     rule: str = Field(description="how suggested_k is chosen")
+
+
+class StepOut(BaseModel):
+    """One closed step of a continual round: k ordered centers for the population at that step."""
+
+    round_id: str
+    step: int
+    horizon: int
+    centers: list[list[float]]
+    ball_centers: list[list[float]]
+    elbow: ElbowOut
+    diagnostics: dict[str, Any]
 
 
 class ResultOut(BaseModel):

@@ -51,6 +51,7 @@ from shoal.server.rounds.kinds.local_refine import LocalRefineServer
 from shoal.server.rounds.kinds.refine import KIND as REFINE
 from shoal.server.rounds.kinds.refine import RefineServer
 from shoal.server.rounds.sealed import Refused, open_items, valid_part
+from shoal.server.rounds.steps import Steps
 from shoal.server.storage.store import NOT_OPEN, RoundRow, open_store
 
 log = logging.getLogger("shoal.server.rounds")
@@ -89,6 +90,7 @@ class RoundService:
         self.decode_seconds: list[float] = []
         self._rounds: dict[str, tuple[ServerKind, Any]] = {}
         self.holder = leases.new_holder()
+        self.steps = Steps(self.store, self.key)  # continual rounds' curators (``rounds/steps.py``)
         # Held while reports commit and while a round leaves "open": a report is
         # either committed before decoding starts (and decoded) or refused.
         self._state_lock = threading.Lock()
@@ -200,6 +202,7 @@ class RoundService:
                 raise RoundStateError(f"round {round_id} is decoding: it can be deleted once the decode ends")
             self._rounds.pop(round_id, None)
             self._states.pop(round_id, None)
+        self.steps.forget(round_id)
         log.info("round %s deleted with its reports", round_id)
 
     def result(self, round_id: str) -> dict[str, Any]:
@@ -285,12 +288,13 @@ class RoundService:
         """Commit while the round is still open; returns how many rows were new."""
         if kind.storage == "reports":
             return self.committer.submit((round_id, ids, rows)).result()
-        return self._store_payloads(round_id, ids, rows)
+        return self._store_payloads(round_id, ids, rows, events=kind.storage == "events")
 
-    def _store_payloads(self, round_id: str, message_ids: list[str], rows: NDArray[Any]) -> int:
+    def _store_payloads(self, round_id: str, message_ids: list[str], rows: NDArray[Any], events: bool = False) -> int:
         with self._state_lock:
             self._require_open(round_id)
-            new = self.store.add_payloads(round_id, message_ids, rows, only_open=True)
+            new = (self.store.add_events(round_id, message_ids, rows) if events
+                   else self.store.add_payloads(round_id, message_ids, rows, only_open=True))
             if new == NOT_OPEN:
                 raise self._not_open(round_id)
             return new
@@ -328,6 +332,34 @@ class RoundService:
         group, self._loop_group = self._loop_group, []
         commit_and_settle(self._commit, [p for p, _ in group], [fut for _, fut in group])
 
+    # -- continual rounds: steps (``rounds/steps.py``) --
+    def _stream(self, round_id: str) -> tuple[ServerKind, Any]:
+        kind, cfg = self.round(round_id)
+        if kind.storage != "events":
+            raise RoundStateError(f"round {round_id} is a {kind.name} round: only continual rounds have steps")
+        return kind, cfg
+
+    def close_step(self, round_id: str) -> dict[str, Any]:
+        """Close the round's open step and return its release. Events committed
+        before this belong to the step; later ones to the next."""
+        kind, cfg = self._stream(round_id)
+        horizon = cfg.params.horizon
+        with self._state_lock:
+            step = self.store.close_step(round_id, horizon)
+        if step is None:
+            state = self.store.get_state(round_id)
+            if state != "open":
+                raise RoundStateError(f"round {round_id} is {state}: its stream has ended, no step can be closed")
+            raise RoundStateError(f"round {round_id} has released all {horizon} steps of its horizon "
+                                  "(a longer stream needs a new round with its own budget)")
+        log.info("round %s: step %d closed", round_id, step)
+        return self.steps.releases(kind, cfg, round_id, since=step - 1)[0]
+
+    def step_releases(self, round_id: str, since: int = 0) -> list[dict[str, Any]]:
+        """The releases of the round's closed steps after ``since``."""
+        kind, cfg = self._stream(round_id)
+        return self.steps.releases(kind, cfg, round_id, since)
+
     # -- decoding --
     def cluster(self, round_id: str, dask: str | None = None) -> dict[str, Any]:
         """Decode under a lease (``rounds/leases.py``): renewed while the decode
@@ -337,6 +369,9 @@ class RoundService:
         server's ``SHOAL_DASK_SCHEDULER``; "" or unset: in this process);
         ``rounds/reduction.py``."""
         kind, cfg = self.round(round_id)
+        if kind.storage == "events":
+            raise RoundStateError(f"round {round_id} is a continual round: it releases at every step "
+                                  f"(POST /rounds/{round_id}/steps closes one; GET /rounds/{round_id}/steps reads them)")
         scheduler = self.settings.dask_scheduler if dask is None else dask
         if scheduler:
             reduction.check_scheduler(scheduler)

@@ -49,6 +49,9 @@ _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS report_rows (
         round_seq BIGINT NOT NULL, message_id {blob} NOT NULL, report {blob} NOT NULL,
         PRIMARY KEY (round_seq, message_id)){without_rowid}""",
+    """CREATE TABLE IF NOT EXISTS round_steps (
+        round_seq BIGINT NOT NULL, step BIGINT NOT NULL, release TEXT NOT NULL,
+        PRIMARY KEY (round_seq, step))""",
 ]
 
 
@@ -116,7 +119,8 @@ class Store(abc.ABC):
         # Stores made before issue 13 gain the lease and seq columns, and their
         # reports move into ``report_rows``.
         have = self._round_columns()
-        for col, kind in (("lease_holder", "TEXT"), ("lease_until", "DOUBLE PRECISION"), ("seq", "BIGINT")):
+        for col, kind in (("lease_holder", "TEXT"), ("lease_until", "DOUBLE PRECISION"), ("seq", "BIGINT"),
+                          ("steps", "BIGINT")):
             if col not in have:
                 self._execute(f"ALTER TABLE rounds ADD COLUMN {col} {kind}")
         self._execute("CREATE UNIQUE INDEX IF NOT EXISTS rounds_seq ON rounds (seq)")
@@ -280,6 +284,7 @@ class Store(abc.ABC):
             if now is not None and rows[0][0] == "decoding" and rows[0][1] is not None and float(rows[0][1]) >= now:
                 return False
             run(self._sql("DELETE FROM report_rows WHERE round_seq = ?"), (rows[0][2],))
+            run(self._sql("DELETE FROM round_steps WHERE round_seq = ?"), (rows[0][2],))
             run(self._sql("DELETE FROM rounds WHERE id = ?"), (round_id,))
             self._seqs.pop(round_id, None)
             return True
@@ -347,7 +352,16 @@ class Store(abc.ABC):
         return self._add_row_groups([(round_id, report_rows.message_keys(message_ids), report_rows.pack_words(rows))],
                                     only_open)[0]
 
-    def _add_row_groups(self, groups: list[tuple[str, list[bytes], list[bytes]]], only_open: bool = False) -> list[int]:
+    def add_events(self, round_id: str, message_ids: list[str], rows: NDArray[np.uint64]) -> int:
+        """A continual round's event rows (uint64, word 0 left for the step): each
+        row is stamped with the step open when the transaction reads the round
+        (the closed steps + 1), under the same lock as its state, so a step
+        closed by ``close_step`` never gains a row afterwards; stored only while
+        the round is open. Returns how many were new (``NOT_OPEN`` if refused)."""
+        return self._add_row_groups([(round_id, report_rows.message_keys(message_ids), rows)], True, stamp=True)[0]
+
+    def _add_row_groups(self, groups: list[tuple[str, list[bytes], Any]], only_open: bool = False,
+                        stamp: bool = False) -> list[int]:
         """(round, message keys, packed rows) of several groups in one
         transaction, skipping message ids already stored; new rows per group.
 
@@ -372,17 +386,25 @@ class Store(abc.ABC):
 
         def work(run: Run) -> list[int]:
             shut: set[int] = set()
+            open_step: dict[int, int] = {}
             if only_open:
                 for seq in set(seqs.values()):
-                    st = run(self._sql(f"SELECT state FROM rounds WHERE seq = ?{self.lock_shared}"), (seq,))
+                    st = run(self._sql(f"SELECT state, COALESCE(steps, 0) FROM rounds WHERE seq = ?{self.lock_shared}"),
+                             (seq,))
                     if not st or st[0][0] != "open":
                         shut.add(seq)
+                    else:
+                        open_step[seq] = int(st[0][1]) + 1
             counts = []
             for rid, keys, packed in groups:
                 seq = seqs[rid]
                 if seq in shut:
                     counts.append(NOT_OPEN)
                     continue
+                if stamp:  # ``add_events``: word 0 of every row is the step open now
+                    rows = np.array(packed, dtype=np.uint64)
+                    rows[:, 0] = open_step[seq]
+                    packed = report_rows.pack_words(rows)
                 if len(keys) != len(packed):
                     raise StoreError(f"{len(keys)} message ids for {len(packed)} rows")
                 new = 0
@@ -402,6 +424,35 @@ class Store(abc.ABC):
             return counts
 
         return self._in_transaction(work)
+
+    # -- continual rounds: steps (``server/rounds/steps.py``) --
+    def close_step(self, round_id: str, horizon: int) -> int | None:
+        """Close the open step of an open round whose closed steps are below
+        ``horizon``; returns the step closed, or None if the round is not open
+        or its horizon is reached. One statement: on PostgreSQL it waits for
+        the transactions that stamped rows with this step (``FOR SHARE``)."""
+        rows = self._execute(self._sql(
+            "UPDATE rounds SET steps = COALESCE(steps, 0) + 1 WHERE id = ? AND state = 'open' "
+            "AND COALESCE(steps, 0) < ? RETURNING steps"), (round_id, horizon))
+        return int(rows[0][0]) if rows else None
+
+    def steps_closed(self, round_id: str) -> int:
+        rows = self._execute(self._sql("SELECT COALESCE(steps, 0) FROM rounds WHERE id = ?"), (round_id,))
+        if not rows:
+            raise UnknownRound(f"unknown round {round_id!r}")
+        return int(rows[0][0])
+
+    def add_step_release(self, round_id: str, step: int, release: dict[str, Any]) -> None:
+        """A closed step's release; a second writer of the same step is ignored
+        (every replica computes the same release, ``server/rounds/steps.py``)."""
+        self._execute(self._sql(f"{self.insert_ignore} round_steps (round_seq, step, release) VALUES (?, ?, ?)"
+                                f"{self.on_conflict}"), (self._seq(round_id), step, json.dumps(release)))
+
+    def step_releases(self, round_id: str, since: int = 0) -> list[dict[str, Any]]:
+        """The stored releases of steps after ``since``, in step order."""
+        rows = self._execute(self._sql("SELECT release FROM round_steps WHERE round_seq = ? AND step > ? ORDER BY step"),
+                             (self._seq(round_id), since))
+        return [json.loads(r[0]) for r in rows]
 
     def _packed(self, round_id: str) -> tuple[int, bytes]:
         chunks = list(self.iter_rows(round_id, DECODE_CHUNK))

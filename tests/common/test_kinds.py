@@ -8,6 +8,7 @@ import pytest
 
 from shoal.common.bounds import PublicBound
 from shoal.common.central_round import derive_central_round
+from shoal.common.continual_round import derive_continual_round
 from shoal.common.errors import ConfigError
 from shoal.common.kinds import Mixing, config_kinds, dump_config, kind_name, parse_config
 from shoal.common.refine_round import derive_refine
@@ -26,6 +27,8 @@ def _configs():
         "refine": derive_refine("parent", np.eye(3)[:2] * 0.5, bound, 1.0, 1e-7, 100),
         "central 003": derive_central_round(10_000, 3, 4, 1.0, 1e-6, bound, algorithm="maxcover-003", seed=3),
         "central 000": derive_central_round(10_000, 20, 4, 1.0, 1e-6, bound, algorithm="maxcover-000", seed=3),
+        "continual pure": derive_continual_round(2, 3, 1.0, 0.0, PublicBound(radius=2.0), horizon=64, seed=5),
+        "continual gaussian": derive_continual_round(3, 3, 1.0, 1e-6, bound, horizon=64, levels=4, seed=5),
     }
 
 

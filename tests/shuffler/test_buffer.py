@@ -27,7 +27,7 @@ def test_a_formed_batch_keeps_every_message_byte_for_byte_and_a_retry_resends_th
     # Lengths from 1 to 900 bytes, with commas, NUL and 0xFF bytes: nothing may split or merge them.
     messages = [bytes([44, 0, 255]) + rng.bytes(int(rng.integers(0, 900))) for _ in range(700)]  # 4 pages of 200
     tokens = buf.enrol(len(messages))
-    assert all(buf.add_many([("r", t, [m]) for t, m in zip(tokens, messages, strict=True)]))
+    assert all(buf.add_many([("r", t, [m], 1) for t, m in zip(tokens, messages, strict=True)]))
     assert buf.form_batch("r", 701) is None  # below the threshold: nothing moves
     batch = buf.form_batch("r", 700)
     assert batch is not None and sorted(batch) == sorted(messages)
@@ -42,7 +42,17 @@ def test_a_devices_share_parts_are_buffered_all_or_none(tmp_path):
     buf = Buffer(str(tmp_path / "buf.db"))
     (token,) = buf.enrol(1)
     parts = [bytes([i]) * (10 + i) for i in range(17)]
-    assert buf.add_many([("r", token, parts)]) == [True]
-    assert buf.add_many([("r", token, parts)]) == [False]  # the same device again
+    assert buf.add_many([("r", token, parts, 1)]) == [True]
+    assert buf.add_many([("r", token, parts, 1)]) == [False]  # the same device again
     assert buf.count("r") == 17
     assert sorted(buf.form_batch("r", 17) or []) == sorted(parts)
+
+
+def test_a_round_that_allows_two_submissions_takes_a_devices_second_and_refuses_its_third(tmp_path):
+    buf = Buffer(str(tmp_path / "buf.db"))
+    (token,) = buf.enrol(1)
+    assert buf.add_many([("r", token, [b"insert"], 2)]) == [True]
+    assert buf.add_many([("r", token, [b"withdraw"], 2)]) == [True]
+    assert buf.add_many([("r", token, [b"third"], 2)]) == [False]
+    assert buf.add_many([("s", token, [b"other round"], 1)]) == [True]
+    assert buf.count("r") == 2

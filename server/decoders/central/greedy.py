@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.central_round import CentralSpec, greedy_radii
+from shoal.common.central_round import GREEDY_SIDE, CentralSpec, greedy_radii
 from shoal.common.errors import ConfigError
 from shoal.common.exact_sampling import (
     discrete_laplace,
@@ -66,7 +66,7 @@ from shoal.server.decoders.greedy_order import Balls, greedy_order
 from shoal.server.decoders.kmeans import assign
 
 Z_OF = {"kmeans": 2, "kmedian": 1}
-SIDE = 1.0  # a level's cube has side SIDE r / sqrt(d'): its half-diagonal is r / 2, so a typical point weighs ~1/2
+SIDE = GREEDY_SIDE  # a level's cube side is SIDE r / sqrt(d') (common/central_round.py)
 ELBOW_BITS = 10  # the elbow's fixed point: costs in units of 2^-ELBOW_BITS
 ELBOW_RATIO = 0.5  # suggested k': its drop is at least this share of cost(k') ...
 GAIN_SDS = 3.0  # ... and this many standard deviations of the drop's noise

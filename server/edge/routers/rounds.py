@@ -1,15 +1,23 @@
-"""/rounds: create, list, inspect, configure, cluster, results, delete, and the
-shuffler's buffer of a round (pending, flush) through the server."""
+"""/rounds: create, list, inspect, configure, cluster, results, delete, a
+continual round's steps, and the shuffler's buffer of a round (pending,
+flush) through the server."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import httpx
-from fastapi import APIRouter, HTTPException, Response
+from fastapi import APIRouter, HTTPException, Query, Response
 from fastapi.responses import JSONResponse
 
-from shoal.server.edge.api_models import ClusterIn, CreateRoundIn, RefineIn, ResultOut, RoundOut
+from shoal.server.edge.api_models import (
+    ClusterIn,
+    CreateRoundIn,
+    RefineIn,
+    ResultOut,
+    RoundOut,
+    StepOut,
+)
 from shoal.server.edge.deps import Operator, ServerSettings, Service
 from shoal.server.storage.store import RoundRow
 
@@ -72,6 +80,21 @@ def cluster(round_id: str, service: Service, _: Operator, body: ClusterIn | None
 @router.get("/{round_id}/result", response_model=ResultOut)
 def result(round_id: str, service: Service) -> ResultOut:
     return ResultOut(**service.result(round_id))
+
+
+@router.post("/{round_id}/steps", response_model=StepOut)
+def close_step(round_id: str, service: Service, _: Operator) -> StepOut:
+    """Continual rounds: close the open step (the events committed so far
+    belong to it) and return its release; 409 past the horizon or once the
+    round is closed (the stream has ended)."""
+    return StepOut(**service.close_step(round_id))
+
+
+@router.get("/{round_id}/steps", response_model=list[StepOut])
+def steps(round_id: str, service: Service,
+          since: int = Query(0, ge=0, description="only the steps after this one")) -> list[StepOut]:
+    """Continual rounds: the releases of the closed steps after ``since``, in order."""
+    return [StepOut(**r) for r in service.step_releases(round_id, since)]
 
 
 @router.delete("/{round_id}", status_code=204)

@@ -7,13 +7,21 @@ types. Adding a kind: write its module beside these and add it below.
 from __future__ import annotations
 
 from shoal.common.errors import ConfigError
-from shoal.server.rounds.kinds import central, local_refine, partition, refine, sketch, tree
+from shoal.server.rounds.kinds import (
+    central,
+    continual,
+    local_refine,
+    partition,
+    refine,
+    sketch,
+    tree,
+)
 from shoal.server.rounds.kinds.base import RefineRequest, RoundRequest, RoundsView, ServerKind
 
 __all__ = ["SERVER_KINDS", "RefineRequest", "RoundRequest", "RoundsView", "ServerKind", "for_encoder", "server_kind"]
 
 SERVER_KINDS: dict[str, ServerKind] = {k.name: k for k in (tree.KIND, sketch.KIND, refine.KIND, central.KIND,
-                                                       partition.KIND, local_refine.KIND)}
+                                                       partition.KIND, local_refine.KIND, continual.KIND)}
 
 
 def server_kind(name: str) -> ServerKind:

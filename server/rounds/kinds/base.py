@@ -19,7 +19,9 @@ from shoal.common.messages import ReportBatch
 
 # How a kind's reports are kept: "reports" is the compact per-report row table
 # (tree rounds, committed in groups); "payloads" is fixed-width rows (sketches, shares).
-Storage = Literal["reports", "payloads"]
+# "events" is payload rows whose word 0 the store stamps with the step open at commit (continual rounds,
+# stepped by ``rounds/steps.py`` instead of decoded in one pass).
+Storage = Literal["reports", "payloads", "events"]
 Rows: TypeAlias = ReportBatch | NDArray[Any]
 
 

@@ -12,17 +12,17 @@ import math
 import numpy as np
 import pytest
 
-from shoal.common.errors import ConfigError
-from shoal.server.decoders.central.greedy import fixed_point_weights
-from shoal.server.decoders.continual.binary_tree import tree_height
-from shoal.server.decoders.continual.stream import (
+from shoal.common.continual_noise import tree_height
+from shoal.common.continual_round import (
     MEAN_BITS,
-    ContinualGreedy,
     ContinualParams,
     Q,
     continual_guarantee,
     continual_statement,
 )
+from shoal.common.errors import ConfigError
+from shoal.server.decoders.central.greedy import fixed_point_weights
+from shoal.server.decoders.continual.stream import ContinualGreedy
 
 
 def _greedy(**kw) -> ContinualGreedy:

@@ -251,3 +251,58 @@ def test_rows_read_back_byte_for_byte_in_pages_and_id_ranges(store, tmp_path):
     below = sum(len(g) for g in store.iter_payloads("r1", 3, np.uint64, ids=(None, cut)))
     above = sum(len(g) for g in store.iter_payloads("r1", 3, np.uint64, ids=(cut, None)))
     assert below + above == 1000 and below == sum(bytes.fromhex(i) < cut for i in ids)
+
+
+def test_event_rows_are_stamped_with_the_open_step_and_steps_close_up_to_the_horizon(store):
+    store.create_round("c1", {"kind": "continual"})
+    rows = np.arange(12, dtype=np.uint64).reshape(2, 6) + 100  # word 0 is overwritten by the stamp
+    assert store.add_events("c1", [new_message_id() for _ in range(2)], rows) == 2
+    assert store.close_step("c1", 2) == 1
+    assert store.add_events("c1", [new_message_id()], rows[:1]) == 1
+    assert store.close_step("c1", 2) == 2
+    assert store.close_step("c1", 2) is None  # the horizon
+    back = store.load_payloads("c1", 6, np.uint64)
+    assert sorted(back[:, 0].tolist()) == [1, 1, 2] and sorted(back[:, 1].tolist()) == [101, 101, 107]
+    assert store.steps_closed("c1") == 2
+    store.add_step_release("c1", 1, {"step": 1})
+    store.add_step_release("c1", 1, {"step": "again"})  # a second writer of a step is ignored
+    store.add_step_release("c1", 2, {"step": 2})
+    assert store.step_releases("c1") == [{"step": 1}, {"step": 2}] and store.step_releases("c1", 1) == [{"step": 2}]
+    store.set_state("c1", "closed")
+    assert store.add_events("c1", [new_message_id()], rows[:1]) == -1 and store.close_step("c1", 9) is None
+    store.delete_round("c1")
+    store.create_round("c2", {"kind": "continual"})
+    assert store.step_releases("c2") == []
+
+
+def test_a_closed_step_never_gains_an_event_while_another_replica_writes(tmp_path):
+    """Two connections to the real PostgreSQL: one commits events as fast as it can,
+    the other closes steps; every step's rows, counted right after its close,
+    are all it ever has (the close waits for the stamping transactions)."""
+    import threading
+
+    with pg_schema() as url:
+        writer, closer = PostgresStore(url), PostgresStore(url)
+        writer.create_round("c", {"kind": "continual"})
+        stop = threading.Event()
+
+        def write() -> None:
+            while not stop.is_set():
+                writer.add_events("c", [new_message_id() for _ in range(5)], np.zeros((5, 4), dtype=np.uint64))
+
+        t = threading.Thread(target=write)
+        t.start()
+        seen = {}
+        try:
+            for _ in range(15):
+                step = closer.close_step("c", 100)
+                stamps = closer.load_payloads("c", 4, np.uint64)[:, 0]
+                seen[step] = int((stamps == step).sum())
+        finally:
+            stop.set()
+            t.join()
+        stamps = closer.load_payloads("c", 4, np.uint64)[:, 0]
+        assert {s: int((stamps == s).sum()) for s in seen} == seen
+        assert sum(seen.values()) > 0
+        writer._conn.close()
+        closer._conn.close()

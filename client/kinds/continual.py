@@ -1,0 +1,76 @@
+"""Taking part in a continual round (issue 18, Build 5): the device inserts its
+point into the curator's stream, sealed to the server, and can later
+withdraw it. Both messages are made and sealed at once: the insertion is
+sent now, the deletion kept in the ledger until ``Device.withdraw``, so
+the item's token never has to be stored in the clear. As in a central
+round there is no local guarantee: the device answers only with its
+owner's consent, and its ledger records the round's event-level (eps,
+delta), which covers the insertion and the withdrawal together."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+
+import numpy as np
+
+from shoal.client.kinds.base import Simulated
+from shoal.client.ledger import Spend
+from shoal.client.participation import Participation
+from shoal.common.continual_round import NAME, ContinualConfig
+from shoal.common.errors import ConfigError, PrivacyError
+from shoal.common.messages import StreamMessage, new_message_id
+
+
+def new_item() -> str:
+    """A random 128-bit item token (hex), from the OS."""
+    return secrets.token_hex(16)
+
+
+def insertions(config: ContinualConfig, points: np.ndarray, items: list[str]) -> list[StreamMessage]:
+    """One insertion per row of ``points`` (clipped into the bound, mapped into the unit ball)."""
+    ball = config.bound.to_ball(np.asarray(points, dtype=np.float64).reshape(-1, config.dim)).tolist()
+    return [StreamMessage(round_id=config.round_id, message_id=new_message_id(), op="insert", item=item, point=p)
+            for item, p in zip(items, ball, strict=True)]
+
+
+def deletions(config: ContinualConfig, items: list[str]) -> list[StreamMessage]:
+    return [StreamMessage(round_id=config.round_id, message_id=new_message_id(), op="delete", item=item)
+            for item in items]
+
+
+class ContinualDevice:
+    name = NAME
+
+    def plan(self, part: Participation, config: ContinualConfig,
+             x: np.ndarray) -> tuple[Spend, Callable[[], tuple[str, str]]]:
+        x = x.reshape(1, -1) if x.ndim == 1 else x
+        if x.shape[0] != 1:
+            raise ConfigError(f"round {config.round_id} takes one point per device, got {x.shape[0]}")
+        part.need_shuffler("continual")
+        part.need_pin("continual")
+        eps, delta = config.device_guarantee()
+        if not part.allow_no_local_guarantee:
+            raise PrivacyError(
+                f"round {config.round_id} is a continual round: the server sees this device's raw point "
+                f"(event-level eps={eps:g}, delta={delta:g} hold only for what it releases); take part only "
+                "with the owner's consent: Device(..., allow_no_local_guarantee=True) or "
+                "'shoal client report --allow-no-local-guarantee'")
+        spend = Spend("none", 0.0, central_epsilon=eps, delta=delta,
+                      note="continual model: the server (curator) sees the raw point; no local guarantee; "
+                           "the withdrawal is covered by the same (eps, delta)")
+
+        def build() -> tuple[str, str]:
+            item = new_item()
+            return (part.sealed(insertions(config, x, [item])[0].model_dump_json()),
+                    part.sealed(deletions(config, [item])[0].model_dump_json()))
+
+        return spend, build
+
+    def simulate(self, config: ContinualConfig, points: np.ndarray, records_per_device: int) -> Simulated:
+        """Insertions only: a stream's deletions come from the simulator (``deploy/continual_sim.py``)."""
+        pts = np.asarray(points, dtype=np.float64).reshape(-1, config.dim)
+        return Simulated(messages=list(insertions(config, pts, [new_item() for _ in range(pts.shape[0])])))
+
+
+KIND = ContinualDevice()
