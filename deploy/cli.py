@@ -75,8 +75,12 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
         sm.add_argument("--model", choices=("local", "shuffle", "central"), default="local",
                         help="shuffle: --eps/--delta are the central target; devices randomise at the amplified eps0. "
                              "central: devices seal raw points to the server, the curator (needs --via-shuffler)")
-        sm.add_argument("--algorithm", choices=("auto", *ALGORITHMS), default=None,
-                        help="central model only: seed 000's or seed 003's private max coverage")
+        sm.add_argument("--algorithm", choices=("auto", *ALGORITHMS, "continual"), default=None,
+                        help="central model only: seed 000's or seed 003's private max coverage, seed 001's greedy, "
+                             "or continual: a drifting 2-D stream of --users insertions (and their deletions) over "
+                             "--horizon steps through the services (deploy/continual_sim.py; --delta 0: pure eps)")
+        sm.add_argument("--horizon", type=int, default=64, help="--algorithm continual: steps of the stream")
+        sm.add_argument("--levels", type=int, default=6, help="--algorithm continual: net levels")
         sm.add_argument("--delta", type=float, default=1e-6)
         sm.add_argument("--refine", type=float, default=None, metavar="EPS|SHARE",
                         help="--model shuffle: after the round, a refine round at central EPS (delta --delta, at least "

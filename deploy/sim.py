@@ -373,6 +373,10 @@ def _join_round(args: argparse.Namespace, server_url: str, dim: int) -> dict[str
 
 
 def run_sim(args: argparse.Namespace) -> int:
+    if args.algorithm == "continual":
+        from shoal.deploy.continual_sim import run_continual_sim
+
+        return run_continual_sim(args)
     local_refine = bool(args.refine) and args.model == "local"
     if (args.model in ("shuffle", "central") or (args.refine and not local_refine)) and not args.via_shuffler:
         print("shoal sim: --model shuffle, --model central and a shuffle --refine need --via-shuffler", file=sys.stderr)
