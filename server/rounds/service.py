@@ -339,6 +339,10 @@ class RoundService:
             raise RoundStateError(f"round {round_id} is a {kind.name} round: only continual rounds have steps")
         return kind, cfg
 
+    def has_steps(self, round_id: str) -> bool:
+        """Is this a round that releases by steps (a continual round)?"""
+        return self.round(round_id)[0].storage == "events"
+
     def close_step(self, round_id: str) -> dict[str, Any]:
         """Close the round's open step and return its release. Events committed
         before this belong to the step; later ones to the next."""

@@ -223,7 +223,8 @@ async def create(request: Request) -> Response:
     return RedirectResponse(f"/ui/rounds/{row.id}?done=created", status_code=303)
 
 
-DONE = {"created": "round created: devices can report to it now",
+STEPS_SHOWN = 20  # a continual round's page lists its latest steps (GET /rounds/{id}/steps has them all)
+DONE = {"created": "round created: devices can report to it now", "step": "step closed: its release is below",
         "close": "round closed: no more reports are accepted; it can be clustered",
         "cluster": "round decoded: the result is below"}
 
@@ -257,17 +258,28 @@ def _round(request: Request, cookie: str, round_id: str, status: int = 200, erro
     except ShoalError as exc:
         return _page(request, "missing.html", status=status_for(exc), error=str(exc), csrf=csrf)
     result = row.result if row.state == "done" else None
+    steps = None
+    service = _service(request)
+    if service.has_steps(round_id):  # a continual round: its latest release is the result shown
+        releases = service.step_releases(round_id)
+        steps = [{"step": r["step"], "suggested_k": r["elbow"]["suggested_k"],
+                  "first": ", ".join(f"{v:.4g}" for v in r["centers"][0])} for r in releases[-STEPS_SHOWN:]][::-1]
+        if releases:
+            result = dict(releases[-1], privacy=service.privacy_of(round_id)[1])
     return _page(request, "round.html", status=status, row=row, created=_when(row.created), csrf=csrf,
                  summary=_summary(row.config), config_json=json.dumps(row.config, indent=1),
-                 result=result, view=_result_view(result) if result else None, error=error, message=message)
+                 result=result, view=_result_view(result) if result else None, error=error, message=message,
+                 steps=steps)
 
 
 def _result_view(result: dict[str, Any]) -> dict[str, Any]:
-    """What the result section shows: centers rows, verdict, privacy, plots."""
+    """What the result section shows: centers rows, verdict, privacy, plots
+    (a result, or a continual round's latest step, which releases no sizes)."""
     centers = np.asarray(result["centers"], dtype=np.float64)
     quality = result.get("quality") or {}
     errors = quality.get("center_errors") or [None] * len(centers)
-    rows = [{"i": i, "size": result["sizes"][i], "error": errors[i],
+    sizes = result.get("sizes") or [None] * len(centers)
+    rows = [{"i": i, "size": sizes[i], "error": errors[i],
              "coords": ", ".join(f"{v:.4g}" for v in c)} for i, c in enumerate(centers)]
     picture = result.get("picture")
     if picture:
@@ -280,10 +292,12 @@ def _result_view(result: dict[str, Any]) -> dict[str, Any]:
     labels = ("feature 0", "feature 1" if d > 1 else "") if d <= 2 else ("principal axis 1", "principal axis 2")
     plot = centers_plot(cloud, weights, project(picture, centers), *labels)
     elbow = result.get("elbow")
-    elbow_svg = (Markup(line_plot(elbow["k"], elbow["cost"], elbow.get("band"), "k'", "estimated cost"))
-                 if elbow else None)
+    costs = (elbow or {}).get("costs") or []  # [{k, cost, band}] (api_models.ElbowOut)
+    elbow_svg = (Markup(line_plot([c["k"] for c in costs], [c["cost"] for c in costs], [c["band"] for c in costs],
+                                  "k'", "estimated cost")) if costs else None)
     return {"rows": rows, "quality": quality, "privacy": result.get("privacy") or {}, "plot": Markup(plot),
-            "plot_note": note, "elbow": elbow_svg, "diagnostics": json.dumps(result.get("diagnostics"), indent=1)}
+            "plot_note": note, "elbow": elbow_svg, "suggested_k": (elbow or {}).get("suggested_k"),
+            "step": result.get("step"), "diagnostics": json.dumps(result.get("diagnostics"), indent=1)}
 
 
 async def _action(request: Request, round_id: str, what: str) -> Response:
@@ -299,6 +313,8 @@ async def _action(request: Request, round_id: str, what: str) -> Response:
             await run_in_threadpool(service.close, round_id)
         elif what == "cluster":
             await run_in_threadpool(service.cluster, round_id)
+        elif what == "step":
+            await run_in_threadpool(service.close_step, round_id)
         elif what == "delete":
             await run_in_threadpool(service.delete, round_id)
             return RedirectResponse("/ui/rounds", status_code=303)
@@ -321,5 +337,5 @@ def _register(what: str) -> None:
     router.add_api_route(f"/rounds/{{round_id}}/{what}", handler, methods=["POST"])
 
 
-for _what in ("close", "cluster", "refine", "delete"):
+for _what in ("close", "cluster", "step", "refine", "delete"):
     _register(_what)

@@ -102,3 +102,40 @@ def test_operator_runs_a_round_from_the_dashboard(server, page, tmp_path: Path):
 
     cfg = httpx.get(server.url + f"/rounds/{child}").json()["config"]
     assert cfg["kind"] == "local_refine" and cfg["parent_id"] == rid
+
+
+def test_operator_closes_a_continual_rounds_steps_from_its_page(server, page):
+    """Issue 18: a continual round's page in a real browser: close a step with its
+    button, then read the step's centers, elbow curve and the steps table."""
+    import base64
+
+    import httpx
+    import numpy as np
+
+    from shoal.common.envelope import seal
+    from shoal.common.messages import StreamMessage, new_message_id
+
+    body = {"k": 3, "dim": 2, "epsilon": 50.0, "n_expected": 60, "model": "central", "algorithm": "continual",
+            "tuning": {"horizon": 4, "levels": 5}}
+    r = httpx.post(server.url + "/rounds", json=body, headers=server.op_headers())
+    assert r.status_code == 201, r.text
+    rid, key = r.json()["id"], base64.b64decode(r.json()["server_public_key"])
+    rng = np.random.default_rng(1)
+    pts = np.vstack([rng.normal([0.5, 0.5], 0.02, (30, 2)), rng.normal([-0.5, 0.0], 0.02, (30, 2))])
+    sealed = [base64.b64encode(seal(StreamMessage(round_id=rid, message_id=new_message_id(), op="insert",
+                                                  item=rng.bytes(16).hex(), point=p.tolist()).model_dump_json().encode(),
+                                    key, rid)).decode() for p in pts]
+    r = httpx.post(server.url + f"/rounds/{rid}/shuffled", json={"sealed": sealed},
+                   headers={"Authorization": f"Bearer {server.shuffler}"})
+    assert r.status_code == 202, r.text
+    page.set_default_timeout(60_000)
+    page.goto(server.url + f"/ui/login?next=/ui/rounds/{rid}")
+    page.fill("input[name=token]", server.operator)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"**/ui/rounds/{rid}")
+    assert "No step closed yet" in page.inner_text("main")
+    page.click("button[name=step]")
+    page.wait_for_url(f"**/ui/rounds/{rid}?done=step")
+    assert "Step 1" in page.inner_text("main") and page.is_visible("svg[data-plot=line]")
+    assert page.inner_text("table.steps tbody tr td") == "1"
+    assert page.inner_text("button[name=step]") == "close step 2"

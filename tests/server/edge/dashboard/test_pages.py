@@ -191,3 +191,57 @@ def test_a_local_refine_round_opened_from_a_round_page_shows_its_result(client: 
     assert r.status_code == 200
     assert len(re.findall(r"<tr><td>\d+</td>", r.text)) == 6 and "each device" in r.text
     assert 'action="/ui/rounds/' + child + '/refine"' not in r.text  # no refine of a refine
+
+
+def _sealed_points(client, body, points, message):
+    """A round created over REST and its points delivered as the shuffler forwards them."""
+    import base64
+
+    from shoal.common.envelope import seal
+
+    r = client.post("/rounds", json=body, headers={"Authorization": f"Bearer {TOKEN}"})
+    assert r.status_code == 201, r.text
+    rid, key = r.json()["id"], base64.b64decode(r.json()["server_public_key"])
+    sealed = [base64.b64encode(seal(message(rid, p).model_dump_json().encode(), key, rid)).decode() for p in points]
+    r = client.post(f"/rounds/{rid}/shuffled", json={"sealed": sealed}, headers={"Authorization": "Bearer sh-" + "s" * 20})
+    assert r.status_code == 202 and r.json()["accepted"] == len(points), r.text
+    return rid
+
+
+def test_a_greedy_round_page_draws_its_elbow_curve_and_names_the_suggested_k(client: TestClient):
+    """Issue 18, Build 3: the private elbow on the round's page (the page read a
+    curve shape no result has, and a greedy-001 round's page was a 500)."""
+    from shoal.common.messages import PointMessage, new_message_id
+
+    csrf = _login(client)
+    ds = city_locations(6000, k=3, seed=4)
+    body = {"k": 5, "dim": 2, "epsilon": 2.0, "n_expected": 6000, "model": "central", "delta": 1e-6,
+            "algorithm": "greedy-001", "bound": {"low": [0, 0], "high": [100, 100]}}
+    rid = _sealed_points(client, body, ds.bound.to_ball(ds.points),
+                         lambda rid, p: PointMessage(round_id=rid, message_id=new_message_id(), points=[p.tolist()]))
+    r = client.post(f"/ui/rounds/{rid}/cluster", data={"csrf": csrf})
+    assert r.status_code == 200, r.text
+    suggested = client.get(f"/rounds/{rid}/result").json()["elbow"]["suggested_k"]
+    assert 'data-plot="line"' in r.text and f"suggested k' = {suggested}" in r.text
+
+
+def test_a_continual_round_page_closes_steps_and_shows_the_latest_release(client: TestClient):
+    from shoal.common.messages import StreamMessage, new_message_id
+
+    csrf = _login(client)
+    rng = np.random.default_rng(0)
+    pts = np.vstack([rng.normal([0.5, 0.5], 0.02, (30, 2)), rng.normal([-0.5, 0.0], 0.02, (30, 2))])
+    body = {"k": 3, "dim": 2, "epsilon": 50.0, "n_expected": 60, "model": "central", "algorithm": "continual",
+            "tuning": {"horizon": 4, "levels": 5}}
+    rid = _sealed_points(client, body, pts, lambda rid, p: StreamMessage(
+        round_id=rid, message_id=new_message_id(), op="insert", item=rng.bytes(16).hex(), point=p.tolist()))
+    page = client.get(f"/ui/rounds/{rid}").text
+    assert "No step closed yet" in page and "close step 1" in page and 'name="cluster"' not in page
+    r = client.post(f"/ui/rounds/{rid}/step", data={"csrf": csrf})
+    assert r.status_code == 200 and "step closed" in r.text
+    assert "Step 1" in r.text and "close step 2" in r.text and "readers of the result" in r.text
+    assert 'data-plot="line"' in r.text and "n/a" in r.text  # the step's elbow; a step releases no sizes
+    for _ in range(3):
+        client.post(f"/ui/rounds/{rid}/step", data={"csrf": csrf})
+    r = client.post(f"/ui/rounds/{rid}/step", data={"csrf": csrf})
+    assert r.status_code == 409 and "horizon" in r.text and "Step 4" in r.text
