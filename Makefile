@@ -16,7 +16,7 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/mypy common client server shuffler deploy
 
 test: lint
-	$(PY) -m pytest -n 2
+	$(PY) -m pytest -n 2 --durations=25
 
 demo: $(VENV)/.installed
 	$(VENV)/bin/shoal sim --users 5000 --via-shuffler
