@@ -54,12 +54,14 @@ def test_sim_refine_round_through_the_shuffler(capsys):
 def test_sim_local_refine_round_on_fresh_devices(capsys):
     """Local model: 70% of the devices answer the tree round, the other 30% a
     local refine round at the same eps, each one eps-LDP report."""
-    args = ["sim", "--users", "6000", "--dataset", "gauss", "--eps", "8", "--refine", "0.3", "--json"]
+    # 3,000 users (was 6,000: 82 s in CI; measured at 3,000 in two runs: 30 s, the refine objective
+    # 0.28 and 0.54 of the bound below)
+    args = ["sim", "--users", "3000", "--dataset", "gauss", "--eps", "8", "--refine", "0.3", "--json"]
     assert main(args) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["devices"] == 4200 and out["users"] == 6000
+    assert out["devices"] == 2100 and out["users"] == 3000
     rf = out["refine"]
-    assert rf["mechanism"] == "local" and rf["failed"] == 0 and rf["devices"] == 1800
+    assert rf["mechanism"] == "local" and rf["failed"] == 0 and rf["devices"] == 900
     assert rf["privacy"]["model"] == "local" and rf["privacy"]["device_epsilon"] == pytest.approx(8.0)
     # One Lloyd step from the tree's centers: not worse than them beyond its noise.
     assert rf["normalized_objective"] < 1.2 * out["normalized_objective"] + 0.01
