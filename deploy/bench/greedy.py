@@ -20,6 +20,17 @@ Two measurements, each printed with how it was run:
 
 ``--smoke``: n = 1e4, one seed, no letter, the tree part on the paper
 generator at eps 4 only.
+
+``--model shuffle`` (``run_shuffle``): the elbow in the shuffle model, the
+issue's second elbow measurement: the paper generator (k_true = 8, d =
+100) at n = ``--ns`` (default 1e6), a nettree round at central eps 1,
+delta 1e-6 with one batch of all n, asked for k = 16 and decoded with
+``tree.centers = "greedy"``; devices are simulated by the encoder's
+simulation path (``encode_arrays(..., wire=False)``: the decoded vectors
+drawn from the wire path's distribution, which ``tests/common/
+test_privunit.py`` checks; the wire path's PrivUnit at N = 4096
+candidates would take ~70 minutes a seed here). Reports the suggested k'
+per seed and the coreset curve with its band.
 """
 
 from __future__ import annotations
@@ -135,7 +146,57 @@ def _markdown(elbow: list[dict[str, Any]], objective: list[dict[str, Any]], seed
     return "\n".join(lines) + "\n"
 
 
+def shuffle_elbow_rows(n: int, seeds: tuple[int, ...]) -> list[dict[str, Any]]:
+    rows = []
+    for seed in seeds:
+        ds = paper_mixture(n, seed=seed)
+        x = ds.bound.to_ball(ds.points)
+        t = time.perf_counter()
+        cfg = derive_config(n, x.shape[1], 2 * ds.k, 1.0, encoder="nettree", bound=ds.bound, seed=seed + 10,
+                            model="shuffle", delta=DELTA, min_batch=n)
+        cfg = cfg.with_overrides(tree=replace(cfg.tree, centers="greedy"))
+        acc = LevelAccumulator(cfg)
+        rng = np.random.default_rng([seed, 7])
+        for lo in range(0, n, 50_000):
+            acc.add(encode_arrays(ds.points[lo:lo + 50_000], cfg, rng, wire=False))
+        res = TreeDecoder(np.random.default_rng(seed + 20)).decode(acc)
+        elbow = res.diagnostics.get("elbow") or {}
+        costs = elbow.get("costs") or []
+        rows.append({"seed": seed, "n": n, "k_true": ds.k, "k": 2 * ds.k, "levels": cfg.levels,
+                     "local_eps_hist": cfg.eps_hist, "local_eps_vec": cfg.eps_vec,
+                     "suggested_k": elbow.get("suggested_k"),
+                     "objective_first_k_true": _objective(x, res.ball_centers[:ds.k]),
+                     "curve": [c["cost"] for c in costs], "band": [c["band"] for c in costs],
+                     "seconds": time.perf_counter() - t})
+    return rows
+
+
+def run_shuffle(args: argparse.Namespace) -> int:
+    n = int(float(args.ns)) if args.ns else (10_000 if args.smoke else 1_000_000)
+    seeds = tuple(range(1 if args.smoke else args.seeds))
+    rows = shuffle_elbow_rows(n, seeds)
+    lines = ["# shoal bench --greedy --model shuffle", "",
+             f"machine: {machine()}; the paper generator (k_true = 8, d = 100), n = {n}, k = 16, nettree, shuffle "
+             f"model at central eps = 1, delta = {DELTA:g}, one batch of n; tree.centers = greedy; simulated "
+             "devices (encode_arrays wire=False); `deploy/bench/greedy.py`", "",
+             "| seed | levels | local eps (hist, vec) | suggested k' | objective of the first 8 | seconds | "
+             "coreset cost, k' = 1..16 (band) |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        curve = ", ".join(f"{c:.3g} ({b:.2g})" for c, b in zip(r["curve"], r["band"], strict=True))
+        lines.append(f"| {r['seed']} | {r['levels']} | {r['local_eps_hist']:.2f}, {r['local_eps_vec']:.2f} | "
+                     f"{r['suggested_k']} | {r['objective_first_k_true']:.3g} | {r['seconds']:.0f} | {curve} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if not args.smoke and args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "greedy_shuffle.md").write_text(text)
+        (args.out / "greedy_shuffle.json").write_text(json.dumps({"machine": machine(), "rows": rows}, indent=1))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "model", "local") == "shuffle":
+        return run_shuffle(args)
     smoke = bool(args.smoke)
     seeds = (0,) if smoke else (0, 1, 2)
     elbow = elbow_rows(10_000 if smoke else 100_000, seeds)

@@ -330,6 +330,14 @@ def test_greedy_smoke_prints_the_elbow_and_the_objective_against_gridhist(tmp_pa
     assert "| paper | 10000 | 100 | 8 | 4 | " in out.split("k-means or greedy centers")[1]
 
 
+def test_greedy_shuffle_smoke_prints_how_it_ran_and_a_row_per_seed(tmp_path, capsys):
+    assert main(["bench", "--greedy", "--model", "shuffle", "--smoke", "--ns", "20000", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "machine:" in out and "n = 20000" in out and "central eps = 1" in out and "wire=False" in out
+    assert next(line for line in out.splitlines() if line.startswith("| 0 | "))
+    assert not (tmp_path / "greedy_shuffle.md").exists()  # smoke runs write nothing
+
+
 def test_continual_smoke_prints_how_it_ran_and_never_loses_to_the_private_one_center(tmp_path, capsys):
     assert main(["bench", "--continual", "--smoke", "--out", str(tmp_path), "--data-dir", str(tmp_path / "none")]) == 0
     out = capsys.readouterr().out
