@@ -335,6 +335,7 @@ def test_greedy_shuffle_smoke_prints_how_it_ran_and_a_row_per_seed(tmp_path, cap
     out = capsys.readouterr().out
     assert "machine:" in out and "n = 20000" in out and "central eps = 1" in out and "wire=False" in out
     assert next(line for line in out.splitlines() if line.startswith("| 0 | "))
+    assert "| local | 4 |" in out and "| shuffle | 4 |" in out  # both decoders on the same reports, both models
     assert not (tmp_path / "greedy_shuffle.md").exists()  # smoke runs write nothing
 
 
