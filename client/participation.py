@@ -68,6 +68,22 @@ class Participation:
         return Spend("none", 0.0, central_epsilon=params.epsilon, delta=params.delta,
                      note="secure sum: no local guarantee")
 
+    def curator_spend(self, kind: str, eps: float, delta: float, sees: str, note: str) -> Spend:
+        """Curator rounds (central, continual): the server sees ``sees`` (the raw
+        point or points), so there is no local guarantee and (eps, delta) hold
+        only for what the server releases; only with the owner's consent, through
+        a shuffler, to a pinned key."""
+        self.need_shuffler(kind)
+        self.need_pin(kind)
+        if not self.allow_no_local_guarantee:
+            raise PrivacyError(
+                f"round {self.round_id} is a {kind} round: the server sees {sees} "
+                f"({note} eps={eps:g}, delta={delta:g} hold only for what it releases); take part only "
+                "with the owner's consent: Device(..., allow_no_local_guarantee=True) or "
+                "'shoal client report --allow-no-local-guarantee'")
+        return Spend("none", 0.0, central_epsilon=eps, delta=delta,
+                     note=f"{kind} model: the server (curator) sees {sees}; no local guarantee")
+
     def secure_sum_message(self, shares: np.ndarray) -> str:
         """This device's shares (1, s, L + 1), each sealed on its own, as one submission for the shuffler."""
         parts = sealed_share_parts(shares, self.server_public_key, self.round_id)[0]

@@ -14,7 +14,7 @@ from shoal.client.kinds.base import Simulated
 from shoal.client.ledger import Spend
 from shoal.client.participation import Participation
 from shoal.common.central_round import NAME, CentralConfig
-from shoal.common.errors import ConfigError, PrivacyError
+from shoal.common.errors import ConfigError
 from shoal.common.messages import PointMessage, new_message_id
 
 
@@ -33,18 +33,10 @@ class CentralDevice:
         if not 1 <= x.shape[0] <= config.records_per_device:
             raise ConfigError(f"round {config.round_id} takes 1 to {config.records_per_device} records per device, "
                               f"got {x.shape[0]}")
-        part.need_shuffler("central-model")
-        part.need_pin("central-model")
         eps, delta = config.device_guarantee()  # all of this device's records: group privacy beyond one
-        if not part.allow_no_local_guarantee:
-            raise PrivacyError(
-                f"round {config.round_id} is a central round: the server sees this device's raw points "
-                f"(central eps={eps:g}, delta={delta:g} for this device's records hold only for what it releases); "
-                "take part only with the owner's consent: Device(..., allow_no_local_guarantee=True) or "
-                "'shoal client report --allow-no-local-guarantee'")
-        spend = Spend("none", 0.0, central_epsilon=eps, delta=delta,
-                      note=f"central model: the server (curator) sees the raw point{'s' if x.shape[0] > 1 else ''}; "
-                           "no local guarantee")
+        spend = part.curator_spend("central", eps, delta,
+                                   f"this device's raw point{'s' if x.shape[0] > 1 else ''}",
+                                   "central, for all of this device's records:")
         return spend, lambda: part.sealed(_messages(config, x, x.shape[0])[0].model_dump_json())
 
     def simulate(self, config: CentralConfig, points: np.ndarray, records_per_device: int) -> Simulated:

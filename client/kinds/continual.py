@@ -18,7 +18,7 @@ from shoal.client.kinds.base import Simulated
 from shoal.client.ledger import Spend
 from shoal.client.participation import Participation
 from shoal.common.continual_round import NAME, ContinualConfig
-from shoal.common.errors import ConfigError, PrivacyError
+from shoal.common.errors import ConfigError
 from shoal.common.messages import StreamMessage, new_message_id
 
 
@@ -47,18 +47,9 @@ class ContinualDevice:
         x = x.reshape(1, -1) if x.ndim == 1 else x
         if x.shape[0] != 1:
             raise ConfigError(f"round {config.round_id} takes one point per device, got {x.shape[0]}")
-        part.need_shuffler("continual")
-        part.need_pin("continual")
         eps, delta = config.device_guarantee()
-        if not part.allow_no_local_guarantee:
-            raise PrivacyError(
-                f"round {config.round_id} is a continual round: the server sees this device's raw point "
-                f"(event-level eps={eps:g}, delta={delta:g} hold only for what it releases); take part only "
-                "with the owner's consent: Device(..., allow_no_local_guarantee=True) or "
-                "'shoal client report --allow-no-local-guarantee'")
-        spend = Spend("none", 0.0, central_epsilon=eps, delta=delta,
-                      note="continual model: the server (curator) sees the raw point; no local guarantee; "
-                           "the withdrawal is covered by the same (eps, delta)")
+        spend = part.curator_spend("continual", eps, delta, "this device's raw point",
+                                   "event-level, the withdrawal included:")
 
         def build() -> tuple[str, str]:
             item = new_item()

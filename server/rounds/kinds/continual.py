@@ -30,7 +30,7 @@ from shoal.common.continual_round import (
     derive_continual_round,
 )
 from shoal.common.errors import ConfigError, ReportError
-from shoal.common.messages import StreamMessage
+from shoal.common.messages import StreamMessage, ball_rows
 from shoal.server.decoders.continual.events import DELETE, HEAD, INSERT, event_rows
 from shoal.server.decoders.continual.stream import ContinualGreedy, StepRelease
 from shoal.server.rounds.kinds.base import RoundRequest, RoundsView
@@ -81,13 +81,8 @@ class ContinualServer:
         bad = next((len(m.point) for m in msgs if m.point is not None and len(m.point) != d), None)
         if bad is not None:
             raise ReportError(f"point has {bad} coordinates, the round has dim {d}")
-        points = np.array([m.point if m.point is not None else [np.nan] * d for m in msgs],
-                          dtype=np.float64).reshape(-1, d)
-        norms = np.linalg.norm(points, axis=1)
-        if np.any(norms > 1 + 1e-6):
-            raise ReportError(f"a point has norm {float(np.nanmax(norms)):.6g}: points are sent in the unit ball "
-                              "(clip into the round's bound, then PublicBound.to_ball)")
-        points /= np.where(np.isnan(norms), 1.0, np.maximum(norms, 1.0))[:, None]
+        points = ball_rows(np.array([m.point if m.point is not None else [np.nan] * d for m in msgs],
+                                    dtype=np.float64).reshape(-1, d))
         ops = np.array([INSERT if m.op == "insert" else DELETE for m in msgs], dtype=np.uint64)
         items = np.array([(int(m.item[:16], 16), int(m.item[16:], 16)) for m in msgs], dtype=np.uint64).reshape(-1, 2)
         return event_rows(ops, items, points)
