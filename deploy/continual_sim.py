@@ -36,7 +36,8 @@ from shoal.common.envelope import seal
 from shoal.common.kinds import parse_config
 from shoal.common.signing import config_digest
 from shoal.deploy.continual_stream import drifting_stream
-from shoal.deploy.sim import Services, _send_all, enrol_tokens
+from shoal.deploy.senders import send_all
+from shoal.deploy.sim import Services, enrol_tokens
 from shoal.server.decoders.kmeans import kmeans_cost
 
 DRAIN_SECONDS = 30.0  # how long a step waits for the shuffler's batches to reach the server
@@ -108,7 +109,7 @@ def _run(args: argparse.Namespace, services: Services, stream: Any, k: int, hori
         heads = [{"content-type": "application/json", "X-Device-Token": tokens[i]}
                  for i in np.concatenate([born, dying])]
         t0 = time.perf_counter()
-        failures = asyncio.run(_send_all(bodies, [url] * len(bodies), heads, args.concurrency, counter))
+        failures = asyncio.run(send_all(bodies, [url] * len(bodies), heads, args.concurrency, counter))
         send_s += time.perf_counter() - t0
         sent += len(bodies) - failures
         httpx.post(f"{server_url}/rounds/{rid}/flush", headers=op, timeout=600)

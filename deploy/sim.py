@@ -1,7 +1,7 @@
 """``shoal sim``: a server, optionally a shuffler, and N simulated devices on 127.0.0.1.
 
 Starts the services as separate processes (unless ``--server-url`` is given),
-creates a round, lets N devices send concurrently (asyncio + httpx, bounded
+creates a round, lets N devices send concurrently (``senders.py``: asyncio + aiohttp, bounded
 concurrency), triggers clustering and reports accuracy and throughput. Only
 loopback addresses are ever targeted.
 
@@ -12,10 +12,8 @@ refine round are one run's steps, kept in the order they happen.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import base64
 import json
-import multiprocessing as mp
 import os
 import secrets
 import subprocess
@@ -45,7 +43,7 @@ from shoal.deploy.datasets import (
     paper_mixture,
 )
 from shoal.deploy.fresh_devices import split_population
-from shoal.deploy.progress import bar
+from shoal.deploy.senders import send_devices
 from shoal.deploy.simulate import format_centers, nonprivate_objective
 from shoal.server.decoders.kmeans import kmeans_cost
 from shoal.server.edge.settings import is_loopback
@@ -166,68 +164,6 @@ class Services:
     def close(self) -> None:
         stop_processes(self.procs)
         self.tmp.cleanup()
-
-
-async def _send_all(bodies: list[bytes], url_for: list[str], headers: list[dict[str, str]], concurrency: int,
-                    sent: Any) -> int:
-    sem = asyncio.Semaphore(concurrency)
-    failures = 0
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
-
-        async def one(i: int) -> None:
-            nonlocal failures
-            async with sem:
-                delay = 0.05
-                for _ in range(6):
-                    try:
-                        r = await client.post(url_for[i], content=bodies[i], headers=headers[i])
-                        if r.status_code < 500:
-                            break
-                    except httpx.HTTPError:
-                        pass
-                    await asyncio.sleep(delay)
-                    delay *= 2
-                else:
-                    failures += 1
-                with sent.get_lock():
-                    sent.value += 1
-
-        await asyncio.gather(*(one(i) for i in range(len(bodies))))
-    return failures
-
-
-def _send_worker(bodies: list[bytes], url_for: list[str], headers: list[dict[str, str]], concurrency: int,
-                 sent: Any, failures: Any) -> None:
-    n = asyncio.run(_send_all(bodies, url_for, headers, concurrency, sent))
-    with failures.get_lock():
-        failures.value += n
-
-
-def send_devices(bodies: list[bytes], url_for: list[str], headers: list[dict[str, str]], concurrency: int,
-                 workers: int, progress: bool) -> int:
-    """Every device's POST, from ``workers`` processes (asyncio + httpx in each):
-    one process of httpx clients tops out near 250 requests/s here (measured),
-    below what the server takes. Returns how many devices gave up."""
-    ctx = mp.get_context("spawn")
-    sent, failures = ctx.Value("i", 0), ctx.Value("i", 0)
-    procs = []
-    for w in range(workers):
-        sl = slice(w, None, workers)
-        procs.append(ctx.Process(target=_send_worker, args=(bodies[sl], url_for[sl], headers[sl],
-                                                            max(1, concurrency // workers), sent, failures)))
-        procs[-1].start()
-    shown = bar(len(bodies), "devices sent", unit="device") if progress else None
-    while any(p.is_alive() for p in procs):
-        time.sleep(0.25)
-        if shown is not None:
-            shown.update(sent.value - shown.n)
-    if shown is not None:
-        shown.update(sent.value - shown.n)
-        shown.close()
-    if any(p.exitcode for p in procs):
-        raise RuntimeError(f"a device worker process failed: exit codes {[p.exitcode for p in procs]}")
-    return int(failures.value)
 
 
 def _refine(args: argparse.Namespace, ds: Dataset, rid: str, server_url: str, shuffler_url: str,

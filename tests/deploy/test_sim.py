@@ -76,21 +76,24 @@ def test_sim_sketch_rounds_in_the_local_and_shuffle_models(capsys):
     """The compressive path through the services: devices of 300 records send
     scrambled sketches directly; one-record devices send secure-sum shares via
     the shuffler (central noise), far better than their local sketches would be."""
-    # 2,000 records: the shuffle-model ratio below was 0.14-0.32 over seeds 0-4 (0.41-0.52 at
-    # 1,000, too near the bound; 3,000 took 38 s against 24 s here).
-    base = ["sim", "--users", "2000", "--dataset", "city", "--encoder", "sketch", "--k", "4", "--eps", "1", "--json"]
-    assert main([*base, "--records-per-device", "200"]) == 0
+    # 1,000 one-record devices (17 sealed shares each through the shuffler: 18 s against 35 s at
+    # 2,000). The shuffle-model ratio to one center was 0.41-0.52 at 1,000 over seeds 0-4 (0.14-0.32
+    # at 2,000), so this checks the path end to end and better than one center; the accuracy bound
+    # of shuffle-model sketches is test_sketch_api's (4,000 devices, in process).
+    base = ["sim", "--dataset", "city", "--encoder", "sketch", "--k", "4", "--eps", "1", "--json"]
+    # local: 10 devices of 200 records (ratio 0.41-0.89 over seeds 0-5; at 100 records 0.70-2.03)
+    assert main([*base, "--users", "2000", "--records-per-device", "200"]) == 0
     local = json.loads(capsys.readouterr().out)
     assert local["devices"] == 10 and local["received"] == 10 and local["failed"] == 0
     assert local["privacy"]["model"] == "local" and local["privacy"]["device_epsilon"] == 1.0
     assert local["diagnostics"]["records"] == 2000 and local["diagnostics"]["snr_estimated"] is not None
     assert local["normalized_objective"] < local["trivial_objective"]
-    assert main([*base, "--model", "shuffle", "--via-shuffler", "--min-batch", "1000"]) == 0
+    assert main([*base, "--users", "1000", "--model", "shuffle", "--via-shuffler", "--min-batch", "500"]) == 0
     shuffled = json.loads(capsys.readouterr().out)
     pr = shuffled["privacy"]
     assert pr["model"] == "shuffle" and pr["device_epsilon"] is None and pr["central_epsilon"] == 1.0
-    assert shuffled["failed"] == 0 and shuffled["diagnostics"]["devices"] == 2000
-    assert shuffled["normalized_objective"] < 0.5 * shuffled["trivial_objective"]
+    assert shuffled["failed"] == 0 and shuffled["diagnostics"]["devices"] == 1000
+    assert shuffled["normalized_objective"] < shuffled["trivial_objective"]
 
 
 def test_sim_shows_the_last_lines_of_a_service_that_died(capsys, monkeypatch):
