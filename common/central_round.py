@@ -308,9 +308,11 @@ def choose_algorithm(n: int, dim: int) -> str:
 def derive_central(algorithm: str, n: int, dim: int, k: int, epsilon: float, delta: float,
                    seed: int = 0, lift_steps: int | None = None,
                    split: tuple[float, float, float] | None = None, census_epsilon: float = 0.0,
-                   objective: str = "kmeans") -> CentralSpec:
+                   objective: str = "kmeans", proj_dim: int | None = None) -> CentralSpec:
     """The public parameters of a central run at total (epsilon, delta) on about n points;
-    ``census_epsilon`` of epsilon was already spent on a noisy n (``n`` is then that count)."""
+    ``census_epsilon`` of epsilon was already spent on a noisy n (``n`` is then that count).
+    ``proj_dim`` overrides d' (``projection_dim``; d' = dim runs unprojected): the boosting
+    measurement's "no dimension reduction" (``deploy/bench/greedy.py``)."""
     if algorithm == "auto":
         algorithm = choose_algorithm(n, dim)
     if algorithm not in ALGORITHMS:
@@ -324,7 +326,9 @@ def derive_central(algorithm: str, n: int, dim: int, k: int, epsilon: float, del
     census, epsilon = census_epsilon, epsilon - census_epsilon
     if n < 1 or k < 1 or dim < 1:
         raise ConfigError(f"central k-means needs n, k, dim >= 1; got n={n}, k={k}, dim={dim}")
-    proj = projection_dim(n, dim)
+    proj = projection_dim(n, dim) if proj_dim is None else int(proj_dim)
+    if not 1 <= proj <= dim:
+        raise ConfigError(f"projection dimension must be in [1, dim = {dim}], got {proj_dim}")
     g, c, lift = _split(algorithm, n, k, proj, proj < dim, epsilon, delta) if split is None else split
     if split is not None and (min(split) < 0 or abs(sum(split) - 1) > 1e-9 or g <= 0 or c <= 0):
         raise ConfigError(f"budget split (greedy, counts, lift) must be >= 0, sum to 1, with greedy and counts > 0; "

@@ -69,7 +69,7 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
                         help="how devices sent directly send tree reports: binary (42 bytes, common/binary_wire.py) "
                              "or JSON")
         sm.add_argument("--concurrency", type=int, default=50)
-        sm.add_argument("--workers", type=int, default=2, help="device processes (httpx clients) sharing --concurrency")
+        sm.add_argument("--workers", type=int, default=1, help="device processes (aiohttp clients) sharing --concurrency")
         sm.add_argument("--min-batch", type=int, default=100,
                         help="shuffler batch threshold (and, with --model shuffle, the batch the guarantee assumes)")
         sm.add_argument("--model", choices=("local", "shuffle", "central"), default="local",
@@ -139,6 +139,9 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
     b.add_argument("--greedy", action="store_true",
                    help="seed 001's greedy (central): the elbow on the paper generator (k = 2 k_true) and the "
                         "objective against gridhist")
+    b.add_argument("--boost", action="store_true",
+                   help="with --greedy: seed 001's boosts (Sec. 2) beside the plain curator greedy: no dimension "
+                        "reduction, 2k then reduce to k, best of R runs at eps/R by their private costs")
     b.add_argument("--continual", action="store_true",
                    help="seed 001's greedy under continual observation on a drifting 2-D stream (T = 1024): "
                         "every step against the one-center answer, the last against a one-shot curator run")

@@ -21,6 +21,14 @@ Two measurements, each printed with how it was run:
 ``--smoke``: n = 1e4, one seed, no letter, the tree part on the paper
 generator at eps 4 only.
 
+``--boost`` (``run_boost``, results ``greedy_boost.md``): seed 001's three
+boosts (Sec. 2) beside the plain curator greedy, each a whole (eps, delta)
+release (``boost_cells``).
+
+Over 300 lines: the greedy's four measurements (elbow, objective, tree
+rounds, boosts) and the shuffle-model run share their datasets, seeds and
+printing; apart they would repeat them.
+
 ``--model shuffle`` (``run_shuffle``): the elbow in the shuffle model, the
 issue's second elbow measurement: the paper generator (k_true = 8, d =
 100) at n = ``--ns`` (default 1e6), a nettree round at central eps 1,
@@ -50,7 +58,7 @@ from shoal.common.tree_round import derive_config
 from shoal.deploy.bench.accuracy import machine
 from shoal.deploy.datasets import Dataset, load_letter, load_uber, paper_mixture
 from shoal.server.decoders.central.greedy import prefix_costs
-from shoal.server.decoders.central.pipeline import central_kmeans
+from shoal.server.decoders.central.pipeline import Merged, central_kmeans, reduce_parts
 from shoal.server.decoders.tree.accumulate import LevelAccumulator
 from shoal.server.decoders.tree.decoder import TreeDecoder
 
@@ -116,6 +124,81 @@ def tree_rows(sets: list[tuple[str, Dataset, tuple[float, ...]]]) -> list[dict[s
                     row["suggested_k"] = res.diagnostics.get("elbow", {}).get("suggested_k")
             rows.append(row)
     return rows
+
+
+REPETITIONS = (2, 3)
+
+
+def _fit(x: np.ndarray, k: int, eps: float, delta: float, seed: int, draw: int, proj_dim: int | None = None) -> Any:
+    spec = derive_central("greedy-001", x.shape[0], x.shape[1], k, eps, delta, seed=seed, proj_dim=proj_dim)
+    return central_kmeans(x, spec, np.random.default_rng(draw))
+
+
+def boost_cells(x: np.ndarray, k: int, eps: float, seed: int) -> dict[str, Any]:
+    """Seed 001's three boosts (Sec. 2) beside the plain greedy at (eps, DELTA) on the
+    same data and seeds, each a complete (eps, DELTA)-DP release:
+    - ``no_reduction``: the greedy in the data's space (d' = d, no lift): what the
+      default's dimension reduction + lifting is measured against;
+    - ``over_k``: the greedy asked for 2k centers, lifted with their noisy sizes, then
+      reduced to k by weighted k-means (post-processing); None when the run is
+      unprojected (no lift, so no sizes to weigh);
+    - ``best_of_R``: R runs at (eps / R, DELTA / R) each (basic composition), on
+      independent public grids and private draws; the answer is the run whose
+      released cost(k) (its own elbow, inside its budget) is least: post-processing.
+    Objectives are the exact k-means cost per point in the unit ball."""
+    d = x.shape[1]
+    base = _fit(x, k, eps, DELTA, seed + 10, seed + 20)
+    out: dict[str, Any] = {"plain": _objective(x, base.centers), "proj_dim": int(base.diagnostics["proj_dim"])}
+    out["no_reduction"] = (_objective(x, _fit(x, k, eps, DELTA, seed + 10, seed + 20, proj_dim=d).centers)
+                           if out["proj_dim"] < d else None)
+    wide = _fit(x, 2 * k, eps, DELTA, seed + 10, seed + 20)
+    if wide.lift_steps:
+        ok = wide.sizes >= 1
+        merged = reduce_parts(Merged(wide.centers[ok] * wide.sizes[ok, None], wide.sizes[ok], np.ones(int(ok.sum()))),
+                              k, np.random.default_rng(seed + 30))
+        out["over_k"] = _objective(x, merged.centers)
+    else:
+        out["over_k"] = None
+    for reps in REPETITIONS:
+        fits = [_fit(x, k, eps / reps, DELTA / reps, seed + 10 + 1000 * j, seed + 20 + 1000 * j) for j in range(reps)]
+        chosen = int(np.argmin([f.elbow[k - 1]["cost"] for f in fits]))
+        out[f"best_of_{reps}"] = _objective(x, fits[chosen].centers)
+    return out
+
+
+def boost_rows(sets: list[tuple[str, Any]], eps_list: tuple[float, ...], seeds: tuple[int, ...]) -> list[dict[str, Any]]:
+    """``boost_cells`` per dataset and eps, mean over ``seeds``."""
+    rows = []
+    for name, make in sets:
+        for eps in eps_list:
+            cells = []
+            for seed in seeds:
+                ds: Dataset = make(seed)
+                x = ds.bound.to_ball(ds.points)
+                cells.append(boost_cells(x, ds.k, eps, seed))
+            row: dict[str, Any] = {"dataset": name, "n": x.shape[0], "d": x.shape[1], "k": ds.k, "eps": eps,
+                                   "proj_dim": cells[0]["proj_dim"], "per_seed": cells}
+            for key in ("plain", "no_reduction", "over_k", *(f"best_of_{r}" for r in REPETITIONS)):
+                vals = [c[key] for c in cells]
+                row[key] = None if any(v is None for v in vals) else float(np.mean(vals))
+            rows.append(row)
+    return rows
+
+
+def _boost_markdown(rows: list[dict[str, Any]]) -> list[str]:
+    lines = ["", "## Boosting (seed 001, Sec. 2): greedy-001 in the curator model, each a whole (eps, 1e-6) release "
+             "(mean over seeds; ratio to the plain greedy in brackets)", "",
+             "| dataset | n | d | d' | k | eps | plain (default) | no dimension reduction | 2k, then reduce to k | "
+             + " | ".join(f"best of {r} at eps/{r}" for r in REPETITIONS) + " |",
+             "|---|---|---|---|---|---|---|---|---|" + "---|" * len(REPETITIONS)]
+    for r in rows:
+        def cell(key: str, row: dict[str, Any] = r) -> str:
+            v = row[key]
+            return "n/a" if v is None else f"{v:.4g} ({v / row['plain']:.2f})"
+        lines.append(f"| {r['dataset']} | {r['n']} | {r['d']} | {r['proj_dim']} | {r['k']} | {r['eps']:g} | "
+                     f"{r['plain']:.4g} | {cell('no_reduction')} | {cell('over_k')} | "
+                     + " | ".join(cell(f"best_of_{x}") for x in REPETITIONS) + " |")
+    return lines
 
 
 def _markdown(elbow: list[dict[str, Any]], objective: list[dict[str, Any]], seeds: tuple[int, ...],
@@ -228,7 +311,39 @@ def run_shuffle(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_boost(args: argparse.Namespace) -> int:
+    """``--greedy --boost``: ``boost_rows`` on the paper generator (n = 1e4, 1e5), letter and
+    Uber (when ``--data-dir`` has them) at eps 1 and 4, seeds 0-2; ``--smoke``: n = 1e4, eps 1,
+    seed 0, nothing written."""
+    smoke = bool(args.smoke)
+    seeds = (0,) if smoke else (0, 1, 2)
+    sets: list[tuple[str, Any]] = [("paper", lambda s: paper_mixture(10_000, seed=s))]
+    data = Path(args.data_dir)
+    if not smoke:
+        sets.append(("paper", lambda s: paper_mixture(100_000, seed=s)))
+        if any(data.glob("letter*")):
+            sets.append(("letter", lambda s: load_letter(data)))
+        if any(data.glob("uber*")):
+            sets.append(("uber", lambda s: load_uber(data)))
+    t = time.perf_counter()
+    rows = boost_rows(sets, (1.0,) if smoke else (1.0, 4.0), seeds)
+    lines = ["# shoal bench --greedy --boost", "",
+             f"machine: {machine()}; delta = {DELTA:g}; seeds {','.join(map(str, seeds))} (data, public and private "
+             f"draws all from the seed); `deploy/bench/greedy.py` (`boost_cells`); {time.perf_counter() - t:.0f} s",
+             *_boost_markdown(rows)]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if not smoke:
+        out: Path = args.out
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "greedy_boost.md").write_text(text)
+        (out / "greedy_boost.json").write_text(json.dumps({"machine": machine(), "rows": rows}, indent=1))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "boost", False):
+        return run_boost(args)
     if getattr(args, "model", "local") == "shuffle":
         return run_shuffle(args)
     smoke = bool(args.smoke)

@@ -106,6 +106,16 @@ def test_derive_refuses_k_zero():
         derive_central("maxcover-000", 1000, 2, 0, 1.0, 1e-6)
 
 
+def test_derive_refuses_a_projection_dimension_above_the_data_dimension():
+    with pytest.raises(ConfigError, match=r"projection dimension must be in \[1, dim = 3\], got 4"):
+        derive_central("greedy-001", 1000, 3, 2, 1.0, 1e-6, proj_dim=4)
+
+
+def test_an_unprojected_greedy_run_needs_no_lift():
+    spec = derive_central("greedy-001", 10_000, 100, 8, 1.0, 1e-6, proj_dim=100)
+    assert spec.proj_dim == 100 and spec.lift_steps == 0 and spec.lift_epsilon == 0.0
+
+
 def test_derive_refuses_a_census_that_takes_the_whole_budget():
     with pytest.raises(ConfigError, match="census epsilon must be in \\[0, epsilon\\), got 1.0 of 1.0"):
         derive_central("maxcover-000", 1000, 2, 2, 1.0, 1e-6, census_epsilon=1.0)

@@ -330,6 +330,18 @@ def test_greedy_smoke_prints_the_elbow_and_the_objective_against_gridhist(tmp_pa
     assert "| paper | 10000 | 100 | 8 | 4 | " in out.split("k-means or greedy centers")[1]
 
 
+def test_greedy_boost_smoke_measures_each_boost_beside_the_plain_greedy(tmp_path, capsys):
+    """Issue 18, Build 4: every boost of seed 001 Sec. 2 measured on the same data and seeds."""
+    assert main(["bench", "--greedy", "--boost", "--smoke", "--out", str(tmp_path),
+                 "--data-dir", str(tmp_path / "none")]) == 0
+    out = capsys.readouterr().out
+    assert "machine:" in out and "delta = 1e-06" in out and "seeds 0" in out
+    row = next(line for line in out.splitlines() if line.startswith("| paper | 10000 | 100 | 5 | 8 | 1 |"))
+    cells = row.strip("|").split("|")
+    assert len(cells) == 11 and all("(" in c for c in cells[7:])  # every boost measured, ratio to plain beside it
+    assert not (tmp_path / "greedy_boost.md").exists()  # smoke runs write nothing
+
+
 def test_greedy_shuffle_smoke_prints_how_it_ran_and_a_row_per_seed(tmp_path, capsys):
     assert main(["bench", "--greedy", "--model", "shuffle", "--smoke", "--ns", "20000", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
