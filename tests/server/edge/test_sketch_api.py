@@ -80,8 +80,10 @@ def test_shuffle_model_sketch_round_sums_shares_with_central_noise(server):
     """One-record devices send sealed secure-sum shares (via the shuffler's
     endpoint here directly with the shuffler credential); the server only
     ever adds them, and the statement is central (eps, delta), no local eps."""
-    ds = _mixture(4000, seed=4)
-    rnd = _create(server, model="shuffle", delta=1e-6, min_batch=1000, n_expected=4000, epsilon=4.0)
+    # 2,000 devices (16-19 s against 36 s at 4,000): relative SSE 1.015-1.07 over data seeds 4-6
+    # (1.009-1.014 at 4,000), against the bound of 1.5 below
+    ds = _mixture(2000, seed=4)
+    rnd = _create(server, model="shuffle", delta=1e-6, min_batch=1000, n_expected=2000, epsilon=4.0)
     rid, cfg = rnd["id"], sketch_round_from_dict(rnd["config"])
     key = base64.b64decode(rnd["server_public_key"])
     sealed = [p for parts in sealed_share_parts(sketch_shares(ds.points, cfg, np.random.default_rng(0)), key, rid)
@@ -97,7 +99,7 @@ def test_shuffle_model_sketch_round_sums_shares_with_central_noise(server):
     pr = res["privacy"]
     assert pr["model"] == "shuffle" and pr["device_epsilon"] is None
     assert pr["central_epsilon"] == 4.0 and pr["delta"] == 1e-6 and pr["min_devices"] == 1000
-    assert res["diagnostics"]["devices"] == 4000
+    assert res["diagnostics"]["devices"] == 2000
     assert _relative_sse(ds, res["centers"]) < 1.5
 
 
