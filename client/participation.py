@@ -68,11 +68,11 @@ class Participation:
         return Spend("none", 0.0, central_epsilon=params.epsilon, delta=params.delta,
                      note="secure sum: no local guarantee")
 
-    def curator_spend(self, kind: str, eps: float, delta: float, sees: str, note: str) -> Spend:
+    def curator_spend(self, kind: str, eps: float, delta: float, sees: str, note: str, ledger: str = "") -> Spend:
         """Curator rounds (central, continual): the server sees ``sees`` (the raw
         point or points), so there is no local guarantee and (eps, delta) hold
         only for what the server releases; only with the owner's consent, through
-        a shuffler, to a pinned key."""
+        a shuffler, to a pinned key. ``ledger`` is added to the ledger's note."""
         self.need_shuffler(kind)
         self.need_pin(kind)
         if not self.allow_no_local_guarantee:
@@ -82,7 +82,7 @@ class Participation:
                 "with the owner's consent: Device(..., allow_no_local_guarantee=True) or "
                 "'shoal client report --allow-no-local-guarantee'")
         return Spend("none", 0.0, central_epsilon=eps, delta=delta,
-                     note=f"{kind} model: the server (curator) sees {sees}; no local guarantee")
+                     note=f"{kind} model: the server (curator) sees {sees}; no local guarantee{ledger}")
 
     def secure_sum_message(self, shares: np.ndarray) -> str:
         """This device's shares (1, s, L + 1), each sealed on its own, as one submission for the shuffler."""

@@ -49,7 +49,8 @@ class ContinualDevice:
             raise ConfigError(f"round {config.round_id} takes one point per device, got {x.shape[0]}")
         eps, delta = config.device_guarantee()
         spend = part.curator_spend("continual", eps, delta, "this device's raw point",
-                                   "event-level, the withdrawal included:")
+                                   "event-level, the withdrawal included:",
+                                   ledger="; the withdrawal is covered by the same (eps, delta)")
 
         def build() -> tuple[str, str]:
             item = new_item()

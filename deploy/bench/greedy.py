@@ -19,7 +19,7 @@ Two measurements, each printed with how it was run:
    (n = 1e5, d = 100) at eps 1 and 4, seed 1.
 
 ``--smoke``: n = 1e4, one seed, no letter, the tree part on the paper
-generator at eps 4 only.
+generator at eps 4 only, its devices by the encoder's simulation path.
 
 ``--boost`` (``run_boost``, results ``greedy_boost.md``): seed 001's three
 boosts (Sec. 2) beside the plain curator greedy, each a whole (eps, delta)
@@ -106,13 +106,15 @@ def objective_rows(sets: list[tuple[str, Any]], eps_list: tuple[float, ...], see
     return rows
 
 
-def tree_rows(sets: list[tuple[str, Dataset, tuple[float, ...]]]) -> list[dict[str, Any]]:
+def tree_rows(sets: list[tuple[str, Dataset, tuple[float, ...]]], wire: bool = True) -> list[dict[str, Any]]:
+    """``wire=False`` (``--smoke``): devices by the encoder's simulation path, the wire path's
+    distribution (``tests/common/test_privunit.py``), 24 s -> 2 s at n = 1e4, d = 100."""
     rows = []
     for name, ds, eps_list in sets:
         x = ds.bound.to_ball(ds.points)
         for eps in eps_list:
             cfg = derive_config(x.shape[0], x.shape[1], ds.k, eps, encoder="nettree", bound=ds.bound, seed=1)
-            batch = encode_arrays(ds.points, cfg)
+            batch = encode_arrays(ds.points, cfg, wire=wire)
             row: dict[str, Any] = {"dataset": name, "n": x.shape[0], "d": x.shape[1], "k": ds.k, "eps": eps}
             for centers in ("kmeans", "greedy"):
                 acc = LevelAccumulator(cfg.with_overrides(tree=replace(cfg.tree, centers=centers)))
@@ -363,7 +365,9 @@ def run(args: argparse.Namespace) -> int:
         trees.append(("uber", load_uber(data), (1.0, 4.0, 8.0)))
     if not smoke and any(data.glob("letter*")):
         trees.append(("letter", load_letter(data), (1.0, 4.0, 8.0)))
-    tree = tree_rows(trees)
+    tree = tree_rows(trees, wire=not smoke)
+    if smoke:
+        print("smoke: the tree rows' devices by the encoder's simulation path (wire=False)")
     text = _markdown(elbow, objective, seeds, tree)
     print(text)
     if not smoke:

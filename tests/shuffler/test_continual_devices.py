@@ -56,6 +56,7 @@ def test_devices_insert_and_withdraw_and_each_closed_step_follows_the_population
         d.participate(rid, p)
     entry = Ledger(tmp_path / "d0.json").entries[rid]
     assert entry["guarantee"] == "none" and entry["central_epsilon"] <= 50.0 + 1e-9 and entry["withdrawal"]
+    assert "sees this device's raw point" in entry["note"] and "withdrawal is covered" in entry["note"]
     _flush(url, server, rid, 48)
     assert httpx.post(server.url + f"/rounds/{rid}/steps").status_code == 401  # operators only
     r = httpx.post(server.url + f"/rounds/{rid}/steps", headers=server.op_headers())
