@@ -24,10 +24,8 @@ Each with pure eps (discrete Laplace nodes) and with delta = 1e-6
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,6 +33,7 @@ import numpy as np
 from shoal.common.central_round import derive_central
 from shoal.common.continual_round import ContinualParams
 from shoal.deploy.bench.accuracy import machine
+from shoal.deploy.bench.results import write_results
 from shoal.deploy.continual_stream import drifting_stream
 from shoal.server.decoders.central.pipeline import central_kmeans
 from shoal.server.decoders.continual.stream import ContinualGreedy
@@ -105,8 +104,5 @@ def run(args: argparse.Namespace) -> int:
     text = _markdown(rows)
     print(text)
     if not smoke:
-        out: Path = args.out
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "continual.md").write_text(text)
-        (out / "continual.json").write_text(json.dumps({"machine": machine(), "rows": rows}, indent=1))
+        write_results(args.out, "continual", text, {"rows": rows})
     return 0

@@ -44,7 +44,6 @@ per seed and the coreset curve with its band.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -56,6 +55,7 @@ from shoal.client.encoder import encode_arrays
 from shoal.common.central_round import derive_central
 from shoal.common.tree_round import derive_config
 from shoal.deploy.bench.accuracy import machine
+from shoal.deploy.bench.results import write_results
 from shoal.deploy.datasets import Dataset, load_letter, load_uber, paper_mixture
 from shoal.server.decoders.central.greedy import prefix_costs
 from shoal.server.decoders.central.pipeline import Merged, central_kmeans, reduce_parts
@@ -63,6 +63,13 @@ from shoal.server.decoders.tree.accumulate import LevelAccumulator
 from shoal.server.decoders.tree.decoder import TreeDecoder
 
 DELTA = 1e-6
+
+
+def _fit(x: np.ndarray, k: int, eps: float, delta: float, seed: int, draw: int, algorithm: str = "greedy-001",
+         proj_dim: int | None = None) -> Any:
+    """One curator run on ``x``: public draws from ``seed``, private ones from ``draw``."""
+    spec = derive_central(algorithm, x.shape[0], x.shape[1], k, eps, delta, seed=seed, proj_dim=proj_dim)
+    return central_kmeans(x, spec, np.random.default_rng(draw))
 
 
 def _objective(x: np.ndarray, centers: np.ndarray) -> float:
@@ -74,8 +81,7 @@ def elbow_rows(n: int, seeds: tuple[int, ...]) -> list[dict[str, Any]]:
     for seed in seeds:
         ds = paper_mixture(n, seed=seed)
         x = ds.bound.to_ball(ds.points)
-        spec = derive_central("greedy-001", n, x.shape[1], 2 * ds.k, 1.0, DELTA, seed=seed + 10)
-        fit = central_kmeans(x, spec, np.random.default_rng(seed + 20))
+        fit = _fit(x, 2 * ds.k, 1.0, DELTA, seed + 10, seed + 20)
         exact = prefix_costs(x, fit.centers, 2).sum(0)
         assert fit.elbow is not None
         covered = sum(abs(e["cost"] - c) <= e["band"] for e, c in zip(fit.elbow, exact, strict=True))
@@ -95,9 +101,8 @@ def objective_rows(sets: list[tuple[str, Any]], eps_list: tuple[float, ...], see
                 for seed in seeds:
                     ds: Dataset = make(seed)
                     x = ds.bound.to_ball(ds.points)
-                    spec = derive_central(alg, x.shape[0], x.shape[1], ds.k, eps, DELTA, seed=seed + 10)
                     t = time.perf_counter()
-                    fit = central_kmeans(x, spec, np.random.default_rng(seed + 20))
+                    fit = _fit(x, ds.k, eps, DELTA, seed + 10, seed + 20, algorithm=alg)
                     secs.append(time.perf_counter() - t)
                     vals.append(_objective(x, fit.centers))
                 row[alg] = {"objective": float(np.mean(vals)), "seconds": float(np.mean(secs))}
@@ -129,11 +134,6 @@ def tree_rows(sets: list[tuple[str, Dataset, tuple[float, ...]]], wire: bool = T
 
 
 REPETITIONS = (2, 3)
-
-
-def _fit(x: np.ndarray, k: int, eps: float, delta: float, seed: int, draw: int, proj_dim: int | None = None) -> Any:
-    spec = derive_central("greedy-001", x.shape[0], x.shape[1], k, eps, delta, seed=seed, proj_dim=proj_dim)
-    return central_kmeans(x, spec, np.random.default_rng(draw))
 
 
 def boost_cells(x: np.ndarray, k: int, eps: float, seed: int) -> dict[str, Any]:
@@ -306,10 +306,7 @@ def run_shuffle(args: argparse.Namespace) -> int:
     text = "\n".join(lines) + "\n"
     print(text)
     if not args.smoke and args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "greedy_shuffle.md").write_text(text)
-        (args.out / "greedy_shuffle.json").write_text(json.dumps({"machine": machine(), "rows": rows,
-                                                                   "objective": cells}, indent=1))
+        write_results(args.out, "greedy_shuffle", text, {"rows": rows, "objective": cells})
     return 0
 
 
@@ -336,10 +333,7 @@ def run_boost(args: argparse.Namespace) -> int:
     text = "\n".join(lines) + "\n"
     print(text)
     if not smoke:
-        out: Path = args.out
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "greedy_boost.md").write_text(text)
-        (out / "greedy_boost.json").write_text(json.dumps({"machine": machine(), "rows": rows}, indent=1))
+        write_results(args.out, "greedy_boost", text, {"rows": rows})
     return 0
 
 
@@ -371,9 +365,5 @@ def run(args: argparse.Namespace) -> int:
     text = _markdown(elbow, objective, seeds, tree)
     print(text)
     if not smoke:
-        out: Path = args.out
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "greedy.md").write_text(text)
-        (out / "greedy.json").write_text(json.dumps({"machine": machine(), "elbow": elbow, "objective": objective,
-                                                     "tree": tree}, indent=1))
+        write_results(args.out, "greedy", text, {"elbow": elbow, "objective": objective, "tree": tree})
     return 0
