@@ -41,7 +41,7 @@ ENCODER_CHOICES: tuple[str, ...] = ("auto",) + ENCODERS
 MODELS: tuple[str, ...] = ("local", "shuffle")
 
 
-TREE_CENTERS: tuple[str, ...] = ("kmeans", "greedy")
+TREE_CENTERS: tuple[str, ...] = ("kmeans", "greedy", "greedy-weighted")
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,9 @@ class TreeParams:
     max_nodes_per_level: int = 20000
     # How the coreset's k centers are chosen: weighted k-means (seed 004), or seed 001's
     # greedy on the tree's nodes (their private counts as ball values, nettree only; the
-    # centers then come in order, the first k' answer k': ``server/decoders/greedy_order.py``).
+    # centers then come in order, the first k' answer k': ``server/decoders/greedy_order.py``);
+    # "greedy-weighted": the same greedy on seed 001's weighted values (measured worse, kept to
+    # measure: ``server/decoders/tree/greedy_centers.py``).
     centers: str = "kmeans"
 
     def __post_init__(self) -> None:
@@ -142,9 +144,9 @@ class RoundConfig:
             raise ConfigError(f"levels must be in [0, 40], got {self.levels}")
         if not 1 <= self.proj_dim <= self.dim:
             raise ConfigError(f"proj_dim must be in [1, dim={self.dim}], got {self.proj_dim}")
-        if self.tree.centers == "greedy" and self.encoder != "nettree":
-            raise ConfigError(f"tree centers 'greedy' need the nettree encoder (its levels are balls of halving "
-                              f"radius), got {self.encoder!r}")
+        if self.tree.centers != "kmeans" and self.encoder != "nettree":
+            raise ConfigError(f"tree centers {self.tree.centers!r} need the nettree encoder (its levels are balls of "
+                              f"halving radius), got {self.encoder!r}")
         if self.encoder == "nettree" and self.proj_dim > 12:
             raise ConfigError(
                 f"nettree proj_dim {self.proj_dim} > 12: each node would have 2^{self.proj_dim} children"

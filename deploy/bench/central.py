@@ -20,7 +20,6 @@ of scikit-learn's KMeans with n_init=10 and shoal's own) and one center.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import sys
 import time
@@ -31,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from shoal.deploy.bench.accuracy import machine
+from shoal.deploy.bench.results import write_results
 from shoal.deploy.datasets import Dataset, balcan_mixture, load_letter, load_uber, paper_mixture
 from shoal.deploy.simulate import peak_rss_mb
 
@@ -173,14 +173,13 @@ def run_central_bench(args: argparse.Namespace) -> int:
                     print(f"  seed {seed} {name:7s} n={r['n']} eps={eps:g} {m:11s} {r['algorithm']:13s} "
                           f"obj={r['normalized_objective']:.4g} (nonpriv {r['nonprivate_objective']:.3g}, one center "
                           f"{r['trivial_objective']:.3g}) {r['seconds']:.1f}s {r['peak_rss_mb']:.0f}MB", flush=True)
-    (out / "central.json").write_text(json.dumps({"machine": machine(), "delta": DELTA, "rows": rows}, indent=1))
-    _table(rows, methods, header, out)
+    write_results(out, "central", _table(rows, methods, header), {"delta": DELTA, "rows": rows})
     _plot(rows, methods, out)
     print(f"shoal bench: wrote {out / 'central.md'}, central.json and central.png")
     return 0
 
 
-def _table(rows: list[dict[str, Any]], methods: list[str], header: str, out: Path) -> None:
+def _table(rows: list[dict[str, Any]], methods: list[str], header: str) -> str:
     lines = [f"# shoal bench --model central\n\n{header}\n",
              "| dataset | n | d | k | eps | " + " | ".join(methods) + " | shoal chose | shoal / best other | "
              "non-private | one center | seconds (" + ", ".join(methods) + ") | peak RSS MB (same order) |",
@@ -205,7 +204,7 @@ def _table(rows: list[dict[str, Any]], methods: list[str], header: str, out: Pat
                 f"{mean(cell[methods[0]], 'nonprivate_objective'):.3g} | {mean(cell[methods[0]], 'trivial_objective'):.3g} | "
                 + ", ".join(f"{mean(cell[m], 'seconds'):.1f}" for m in methods) + " | "
                 + ", ".join(f"{max(r['peak_rss_mb'] for r in cell[m]):.0f}" for m in methods) + " |")
-    (out / "central.md").write_text("\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
 
 
 def _plot(rows: list[dict[str, Any]], methods: list[str], out: Path) -> None:

@@ -19,6 +19,9 @@ Each with pure eps (discrete Laplace nodes) and with delta = 1e-6
   population (mean of three curator seeds), and the ratio.
 
 ``--smoke``: T = 128, 8,000 insertions, one seed.
+
+Last, what closing a step costs (``step_close.py``): the step's own rows
+against the whole stream, at a few steps of a 1,024-step stream.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from shoal.common.central_round import derive_central
 from shoal.common.continual_round import ContinualParams
 from shoal.deploy.bench.accuracy import machine
 from shoal.deploy.bench.results import write_results
+from shoal.deploy.bench.step_close import close_costs, close_markdown
 from shoal.deploy.continual_stream import drifting_stream
 from shoal.server.decoders.central.pipeline import central_kmeans
 from shoal.server.decoders.continual.stream import ContinualGreedy
@@ -101,8 +105,10 @@ def run(args: argparse.Namespace) -> int:
     eps_list = (1.0,) if smoke else (1.0, 4.0)
     deltas = (0.0,) if smoke else (0.0, DELTA)
     rows = [stream_row(horizon, inserts, eps, seed, 5, delta) for delta in deltas for eps in eps_list for seed in seeds]
-    text = _markdown(rows)
+    per = 20 if smoke else 100
+    closes = close_costs(horizon, per, (horizon // 8, horizon // 2, horizon))
+    text = _markdown(rows) + "\n" + close_markdown(closes, horizon, per)
     print(text)
     if not smoke:
-        write_results(args.out, "continual", text, {"rows": rows})
+        write_results(args.out, "continual", text, {"rows": rows, "step_close": closes})
     return 0

@@ -14,12 +14,14 @@ Two measurements, each printed with how it was run:
 
 3. Tree rounds (local model, nettree): the same encoded reports decoded
    twice, ``tree.centers = "kmeans"`` (the default) and ``"greedy"``
-   (``server/decoders/tree/greedy_centers.py``): Uber and letter (when
-   ``--data-dir`` has them) at eps 1, 4, 8 and the paper generator
-   (n = 1e5, d = 100) at eps 1 and 4, seed 1.
+   (``server/decoders/tree/greedy_centers.py``), and ``"greedy-weighted"``
+   (the greedy on seed 001's weighted ball values): the paper generator
+   (n = 1e5, d = 100), Uber and letter (when ``--data-dir`` has them) at
+   eps 1, 4, 8, seeds 1-9 (``tree_rows``, devices by the encoder's
+   simulation path), summed up per cell by ``tree_cells``.
 
 ``--smoke``: n = 1e4, one seed, no letter, the tree part on the paper
-generator at eps 4 only, its devices by the encoder's simulation path.
+generator at eps 4 only.
 
 ``--boost`` (``run_boost``, results ``greedy_boost.md``): seed 001's three
 boosts (Sec. 2) beside the plain curator greedy, each a whole (eps, delta)
@@ -38,7 +40,10 @@ simulation path (``encode_arrays(..., wire=False)``: the decoded vectors
 drawn from the wire path's distribution, which ``tests/common/
 test_privunit.py`` checks; the wire path's PrivUnit at N = 4096
 candidates would take ~70 minutes a seed here). Reports the suggested k'
-per seed and the coreset curve with its band.
+per seed and the coreset curve with its band; then the objective of the
+greedy against the k-means centers on the same reports (``tree_rows``):
+the paper generator at n in the local and shuffle models (seeds 1-3),
+Uber and letter in the shuffle model (seeds 1-9).
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ from shoal.client.encoder import encode_arrays
 from shoal.common.central_round import derive_central
 from shoal.common.tree_round import derive_config
 from shoal.deploy.bench.accuracy import machine
+from shoal.deploy.bench.elbow_band import exact_curves
 from shoal.deploy.bench.results import write_results
 from shoal.deploy.datasets import Dataset, load_letter, load_uber, paper_mixture
 from shoal.server.decoders.central.greedy import prefix_costs
@@ -111,26 +117,84 @@ def objective_rows(sets: list[tuple[str, Any]], eps_list: tuple[float, ...], see
     return rows
 
 
-def tree_rows(sets: list[tuple[str, Dataset, tuple[float, ...]]], wire: bool = True) -> list[dict[str, Any]]:
-    """``wire=False`` (``--smoke``): devices by the encoder's simulation path, the wire path's
-    distribution (``tests/common/test_privunit.py``), 24 s -> 2 s at n = 1e4, d = 100."""
+TREE_SEEDS = tuple(range(1, 10))  # the tree tables' seeds: config and device draws per seed
+
+
+def _both_decoders(cfg: Any, batches: list[Any], x: np.ndarray, seed: int) -> dict[str, Any]:
+    """One encoded round decoded three times: k-means centers (the default), the greedy's
+    (count values) and the greedy's on seed 001's weighted values (``greedy-weighted``);
+    k-means and k-median cost per point of each, and the greedy's suggested k'."""
+    row: dict[str, Any] = {}
+    for centers in ("kmeans", "greedy", "greedy-weighted"):
+        acc = LevelAccumulator(cfg.with_overrides(tree=replace(cfg.tree, centers=centers)))
+        for b in batches:
+            acc.add(b)
+        res = TreeDecoder(np.random.default_rng(seed + 2)).decode(acc)
+        row[centers] = _objective(x, res.ball_centers)
+        row[f"{centers}_kmedian"] = float(prefix_costs(x, res.ball_centers, 1)[:, -1].mean())
+        if centers == "greedy":
+            # None: the round has no tree levels (the private mean only), nothing to order
+            row["suggested_k"] = res.diagnostics.get("elbow", {}).get("suggested_k")
+    return row
+
+
+def tree_rows(sets: list[tuple[str, Dataset, tuple[float, ...]]], seeds: tuple[int, ...],
+              model: str = "local") -> list[dict[str, Any]]:
+    """Per dataset, eps and seed: a nettree round (config seed and device draws from the seed)
+    decoded both ways. Devices by the encoder's simulation path (``wire=False``: the wire path's
+    distribution, ``tests/common/test_privunit.py``; the wire path is 24 s against 2 s at n = 1e4,
+    d = 100). ``model="shuffle"``: central eps, delta 1e-6, one batch of all n."""
     rows = []
     for name, ds, eps_list in sets:
         x = ds.bound.to_ball(ds.points)
+        n = x.shape[0]
+        extra: dict[str, Any] = {"model": "shuffle", "delta": DELTA, "min_batch": n} if model == "shuffle" else {}
         for eps in eps_list:
-            cfg = derive_config(x.shape[0], x.shape[1], ds.k, eps, encoder="nettree", bound=ds.bound, seed=1)
-            batch = encode_arrays(ds.points, cfg, wire=wire)
-            row: dict[str, Any] = {"dataset": name, "n": x.shape[0], "d": x.shape[1], "k": ds.k, "eps": eps}
-            for centers in ("kmeans", "greedy"):
-                acc = LevelAccumulator(cfg.with_overrides(tree=replace(cfg.tree, centers=centers)))
-                acc.add(batch)
-                res = TreeDecoder(np.random.default_rng(2)).decode(acc)
-                row[centers] = _objective(x, res.ball_centers)
-                if centers == "greedy":
-                    # None: the round has no tree levels (the private mean only), nothing to order
-                    row["suggested_k"] = res.diagnostics.get("elbow", {}).get("suggested_k")
-            rows.append(row)
+            for seed in seeds:
+                cfg = derive_config(n, x.shape[1], ds.k, eps, encoder="nettree", bound=ds.bound, seed=seed + 10,
+                                    **extra)
+                rng = np.random.default_rng([seed, 7])
+                batches = [encode_arrays(ds.points[lo:lo + 50_000], cfg, rng, wire=False)
+                           for lo in range(0, n, 50_000)]
+                rows.append({"dataset": name, "model": model, "n": n, "d": x.shape[1], "k": ds.k, "eps": eps,
+                             "seed": seed, "levels": cfg.levels, **_both_decoders(cfg, batches, x, seed)})
     return rows
+
+
+def tree_cells(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of ``tree_rows`` per (dataset, model, eps) over their seeds: mean objectives,
+    the mean and the largest greedy / k-means ratio, how many seeds exceed the issue's 1.5 x."""
+    cells: dict[tuple[str, str, float], list[dict[str, Any]]] = {}
+    for r in rows:
+        cells.setdefault((r["dataset"], r["model"], r["eps"]), []).append(r)
+    out = []
+    for (name, model, eps), rs in cells.items():
+        ratio = np.array([r["greedy"] / r["kmeans"] for r in rs])
+        weighted = np.array([r["greedy-weighted"] / r["kmeans"] for r in rs])
+        out.append({"dataset": name, "model": model, "eps": eps, "n": rs[0]["n"], "d": rs[0]["d"], "k": rs[0]["k"],
+                    "levels": rs[0]["levels"], "seeds": len(rs),
+                    **{key: float(np.mean([r[key] for r in rs]))
+                       for key in ("kmeans", "greedy", "kmeans_kmedian", "greedy_kmedian")},
+                    "ratio_mean": float(ratio.mean()), "ratio_max": float(ratio.max()),
+                    "over_1_5": int((ratio > 1.5).sum()),
+                    "weighted_mean": float(weighted.mean()), "weighted_max": float(weighted.max()),
+                    "weighted_over_1_5": int((weighted > 1.5).sum()),
+                    "suggested_k": [r["suggested_k"] for r in rs]})
+    return out
+
+
+def tree_markdown(cells: list[dict[str, Any]]) -> list[str]:
+    lines = ["| dataset | model | n | d | k | eps | levels | seeds | k-means (default) | greedy | greedy / k-means: "
+             "mean, max (seeds > 1.5) | k-median: k-means centers, greedy | greedy's suggested k' | "
+             "greedy-weighted / k-means: mean, max (seeds > 1.5) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c in cells:
+        ks = ", ".join("-" if s is None else str(s) for s in c["suggested_k"])
+        lines.append(f"| {c['dataset']} | {c['model']} | {c['n']} | {c['d']} | {c['k']} | {c['eps']:g} | "
+                     f"{c['levels']} | {c['seeds']} | {c['kmeans']:.4g} | {c['greedy']:.4g} | {c['ratio_mean']:.2f}, "
+                     f"{c['ratio_max']:.2f} ({c['over_1_5']}) | {c['kmeans_kmedian']:.4g}, {c['greedy_kmedian']:.4g} | "
+                     f"{ks} | {c['weighted_mean']:.2f}, {c['weighted_max']:.2f} ({c['weighted_over_1_5']}) |")
+    return lines
 
 
 REPETITIONS = (2, 3)
@@ -222,12 +286,11 @@ def _markdown(elbow: list[dict[str, Any]], objective: list[dict[str, Any]], seed
         lines.append(f"| {r['dataset']} | {r['n']} | {r['d']} | {r['k']} | {r['eps']:g} | {g['objective']:.4g} | "
                      f"{h['objective']:.4g} | {g['objective'] / h['objective']:.2f} | "
                      f"{g['seconds']:.1f}, {h['seconds']:.1f} |")
-    lines += ["", "## Tree rounds (local model, nettree, seed 1): the same reports, k-means or greedy centers", "",
-              "| dataset | n | d | k | eps | k-means (default) | greedy | greedy / k-means | greedy's suggested k' |",
-              "|---|---|---|---|---|---|---|---|---|"]
-    for r in tree:
-        lines.append(f"| {r['dataset']} | {r['n']} | {r['d']} | {r['k']} | {r['eps']:g} | {r['kmeans']:.4g} | "
-                     f"{r['greedy']:.4g} | {r['greedy'] / r['kmeans']:.2f} | {r['suggested_k'] or '- (no tree levels)'} |")
+    lines += ["", "## Tree rounds (local model, nettree): the same reports, k-means or greedy centers", "",
+              f"Seeds {TREE_SEEDS[0]}-{TREE_SEEDS[-1]}, each a config (public draws) and device draws of its own; "
+              "devices by the encoder's simulation path (the wire path's distribution); \"-\": no tree levels "
+              "(the private mean only, nothing to order).", ""]
+    lines += tree_markdown(tree)
     return "\n".join(lines) + "\n"
 
 
@@ -244,69 +307,84 @@ def shuffle_elbow_rows(n: int, seeds: tuple[int, ...]) -> list[dict[str, Any]]:
         rng = np.random.default_rng([seed, 7])
         for lo in range(0, n, 50_000):
             acc.add(encode_arrays(ds.points[lo:lo + 50_000], cfg, rng, wire=False))
-        res = TreeDecoder(np.random.default_rng(seed + 20)).decode(acc)
+        dec = TreeDecoder(np.random.default_rng(seed + 20), keep_coreset=True)
+        res = dec.decode(acc)
         elbow = res.diagnostics.get("elbow") or {}
         costs = elbow.get("costs") or []
+        seconds = time.perf_counter() - t
+        upto = int(elbow.get("suggested_k") or 0)
+        band: dict[str, Any] = {"suggested": upto}
+        if dec.coreset is not None:  # None: no tree levels (the private mean), no curve
+            check = exact_curves(cfg, x, dec.coreset)
+            if not np.allclose(check["released"], [c["cost"] for c in costs], rtol=1e-9):
+                raise AssertionError("the elbow's released curve is not the coreset's")
+            covered = np.abs(np.subtract(check["released"], check["exact_counts"])) <= np.asarray(check["band"])
+            band.update({key: check[key] for key in ("exact_counts", "data_projected", "coreset_share",
+                                                     "covers_exact_counts", "covers_data")},
+                        covers_exact_counts_to_suggested=int(covered[:upto].sum()))
         rows.append({"seed": seed, "n": n, "k_true": ds.k, "k": 2 * ds.k, "levels": cfg.levels,
                      "local_eps_hist": cfg.eps_hist, "local_eps_vec": cfg.eps_vec,
                      "suggested_k": elbow.get("suggested_k"),
                      "objective_first_k_true": _objective(x, res.ball_centers[:ds.k]),
                      "curve": [c["cost"] for c in costs], "band": [c["band"] for c in costs],
-                     "seconds": time.perf_counter() - t})
+                     "seconds": seconds, **band})
     return rows
 
 
-def model_objective_rows(n: int, eps_list: tuple[float, ...], seed: int = 1) -> list[dict[str, Any]]:
-    """The issue's first acceptance cell at scale: the paper generator (k = 8, d = 100), nettree, local
-    and shuffle (central eps, delta 1e-6, one batch of n) models, one simulated batch decoded twice
-    (k-means centers, the default, and the greedy's); k-means and k-median cost per point."""
-    ds = paper_mixture(n, seed=seed)
-    x = ds.bound.to_ball(ds.points)
-    rows = []
-    for model in ("local", "shuffle"):
-        for eps in eps_list:
-            extra: dict[str, Any] = {"model": "shuffle", "delta": DELTA, "min_batch": n} if model == "shuffle" else {}
-            cfg = derive_config(n, x.shape[1], ds.k, eps, encoder="nettree", bound=ds.bound, seed=seed + 10, **extra)
-            rng = np.random.default_rng([seed, 7])
-            batches = [encode_arrays(ds.points[lo:lo + 50_000], cfg, rng, wire=False) for lo in range(0, n, 50_000)]
-            row: dict[str, Any] = {"model": model, "eps": eps, "n": n, "levels": cfg.levels}
-            for centers in ("kmeans", "greedy"):
-                acc = LevelAccumulator(cfg.with_overrides(tree=replace(cfg.tree, centers=centers)))
-                for b in batches:
-                    acc.add(b)
-                res = TreeDecoder(np.random.default_rng(seed + 2)).decode(acc)
-                row[centers] = _objective(x, res.ball_centers)
-                row[f"{centers}_kmedian"] = float(prefix_costs(x, res.ball_centers, 1)[:, -1].mean())
-            rows.append(row)
-    return rows
+def _elbow_markdown(rows: list[dict[str, Any]]) -> list[str]:
+    """The shuffle-model elbow per seed, and its band against the same curve on the coreset
+    nodes' exact counts and against the data's projected cost (``elbow_band.py``)."""
+    lines = ["| seed | levels | local eps (hist, vec) | suggested k' | objective of the first 8 | band covers the "
+             "exact-count curve: all k', k' <= suggested | band covers the data's projected cost | points in "
+             "coreset nodes | seconds |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        k = len(r["curve"])
+        if "exact_counts" not in r:
+            lines.append(f"| {r['seed']} | {r['levels']} | {r['local_eps_hist']:.2f}, {r['local_eps_vec']:.2f} | "
+                         f"- | {r['objective_first_k_true']:.3g} | - (no tree levels) | - | - | {r['seconds']:.0f} |")
+            continue
+        lines.append(f"| {r['seed']} | {r['levels']} | {r['local_eps_hist']:.2f}, {r['local_eps_vec']:.2f} | "
+                     f"{r['suggested_k']} | {r['objective_first_k_true']:.3g} | {r['covers_exact_counts']}/{k}, "
+                     f"{r['covers_exact_counts_to_suggested']}/{r['suggested']} | {r['covers_data']}/{k} | "
+                     f"{r['coreset_share']:.3f} | {r['seconds']:.0f} |")
+    lines += ["", "Per seed, k' = 1..16: the released coreset cost (band) / the same on exact node counts / the "
+              "data's cost in the projected space, same centers:", ""]
+    for r in rows:
+        if "exact_counts" not in r:
+            continue
+        lines.append(f"- seed {r['seed']}: " + ", ".join(
+            f"{c:.3g} ({b:.2g}) / {e:.3g} / {dp:.3g}"
+            for c, b, e, dp in zip(r["curve"], r["band"], r["exact_counts"], r["data_projected"], strict=True)))
+    return lines
 
 
 def run_shuffle(args: argparse.Namespace) -> int:
     n = int(float(args.ns)) if args.ns else (10_000 if args.smoke else 1_000_000)
     seeds = tuple(range(1 if args.smoke else args.seeds))
     rows = shuffle_elbow_rows(n, seeds)
-    cells = model_objective_rows(n, (4.0,) if args.smoke else (1.0, 4.0, 8.0))
+    eps_list = (4.0,) if args.smoke else (1.0, 4.0, 8.0)
+    paper = paper_mixture(n, seed=1)
+    tree = tree_rows([("paper", paper, eps_list)], (1,) if args.smoke else (1, 2, 3))
+    tree += tree_rows([("paper", paper, eps_list)], (1,) if args.smoke else (1, 2, 3), model="shuffle")
+    data = Path(args.data_dir)
+    if not args.smoke and any(data.glob("uber*")):
+        tree += tree_rows([("uber", load_uber(data), eps_list)], TREE_SEEDS, model="shuffle")
+    if not args.smoke and any(data.glob("letter*")):
+        tree += tree_rows([("letter", load_letter(data), eps_list)], TREE_SEEDS, model="shuffle")
+    cells = tree_cells(tree)
     lines = ["# shoal bench --greedy --model shuffle", "",
              f"machine: {machine()}; the paper generator (k_true = 8, d = 100), n = {n}, k = 16, nettree, shuffle "
              f"model at central eps = 1, delta = {DELTA:g}, one batch of n; tree.centers = greedy; simulated "
-             "devices (encode_arrays wire=False); `deploy/bench/greedy.py`", "",
-             "| seed | levels | local eps (hist, vec) | suggested k' | objective of the first 8 | seconds | "
-             "coreset cost, k' = 1..16 (band) |", "|---|---|---|---|---|---|---|"]
-    for r in rows:
-        curve = ", ".join(f"{c:.3g} ({b:.2g})" for c, b in zip(r["curve"], r["band"], strict=True))
-        lines.append(f"| {r['seed']} | {r['levels']} | {r['local_eps_hist']:.2f}, {r['local_eps_vec']:.2f} | "
-                     f"{r['suggested_k']} | {r['objective_first_k_true']:.3g} | {r['seconds']:.0f} | {curve} |")
-    lines += ["", f"## Objective at k = 8: the same simulated reports, k-means centers (default) or the greedy's "
-              f"(paper generator n = {n}, seed 1)", "",
-              "| model | eps | levels | k-means centers | greedy | greedy / k-means | k-median cost: k-means centers, "
-              "greedy |", "|---|---|---|---|---|---|---|"]
-    for c in cells:
-        lines.append(f"| {c['model']} | {c['eps']:g} | {c['levels']} | {c['kmeans']:.4g} | {c['greedy']:.4g} | "
-                     f"{c['greedy'] / c['kmeans']:.2f} | {c['kmeans_kmedian']:.4g}, {c['greedy_kmedian']:.4g} |")
+             "devices (encode_arrays wire=False); `deploy/bench/greedy.py`", ""] + _elbow_markdown(rows)
+    lines += ["", "## Objective at the true k: the same simulated reports, k-means centers (default) or the "
+              "greedy's", "", "Shuffle model: central eps, delta 1e-6, one batch of all n; the paper generator at "
+              f"n = {n} (data seed 1) in both models, seeds 1-3; Uber and letter in the shuffle model, seeds "
+              f"{TREE_SEEDS[0]}-{TREE_SEEDS[-1]} (their local model: `greedy.md`).", ""]
+    lines += tree_markdown(cells)
     text = "\n".join(lines) + "\n"
     print(text)
     if not args.smoke and args.out is not None:
-        write_results(args.out, "greedy_shuffle", text, {"rows": rows, "objective": cells})
+        write_results(args.out, "greedy_shuffle", text, {"rows": rows, "objective": cells, "per_seed": tree})
     return 0
 
 
@@ -352,18 +430,19 @@ def run(args: argparse.Namespace) -> int:
         if any(letter.glob("letter*")):
             sets.append(("letter", lambda s: load_letter(letter)))
     objective = objective_rows(sets, (1.0, 4.0), seeds)
+    eps_list = (4.0,) if smoke else (1.0, 4.0, 8.0)
     trees: list[tuple[str, Dataset, tuple[float, ...]]] = [
-        ("paper", paper_mixture(10_000 if smoke else 100_000, seed=1), (4.0,) if smoke else (1.0, 4.0))]
+        ("paper", paper_mixture(10_000 if smoke else 100_000, seed=1), eps_list)]
     data = Path(args.data_dir)
     if not smoke and any(data.glob("uber*")):
-        trees.append(("uber", load_uber(data), (1.0, 4.0, 8.0)))
+        trees.append(("uber", load_uber(data), eps_list))
     if not smoke and any(data.glob("letter*")):
-        trees.append(("letter", load_letter(data), (1.0, 4.0, 8.0)))
-    tree = tree_rows(trees, wire=not smoke)
-    if smoke:
-        print("smoke: the tree rows' devices by the encoder's simulation path (wire=False)")
+        trees.append(("letter", load_letter(data), eps_list))
+    per_seed = tree_rows(trees, (1,) if smoke else TREE_SEEDS)
+    tree = tree_cells(per_seed)
     text = _markdown(elbow, objective, seeds, tree)
     print(text)
     if not smoke:
-        write_results(args.out, "greedy", text, {"elbow": elbow, "objective": objective, "tree": tree})
+        write_results(args.out, "greedy", text, {"elbow": elbow, "objective": objective, "tree": tree,
+                                                 "tree_per_seed": per_seed})
     return 0

@@ -14,7 +14,6 @@ points (non-private) and one center at the mean (trivial).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ import numpy as np
 from shoal.common.refine_round import REFINE_DELTA_SHARE
 from shoal.common.refine_round import refine_share as share_rule
 from shoal.deploy.bench.accuracy import machine
+from shoal.deploy.bench.results import write_results
 from shoal.deploy.datasets import Dataset, load_letter, load_uber, paper_mixture
 from shoal.deploy.simulate import simulate, simulate_rounds
 
@@ -137,7 +137,6 @@ def run_shuffle_bench(args: argparse.Namespace) -> int:
                           f"{r['nonprivate_objective']:.3g}, trivial {r['trivial_objective']:.3g}) {r['seconds']:.0f}s", flush=True)
     if args.smoke:
         return 0
-    (out / "shuffle.json").write_text(json.dumps({"machine": machine(), "delta": delta, "rows": rows}, indent=1))
     lines = [f"# shoal bench --model shuffle\n\n{header}\n",
              "| dataset | n | d | k | central eps | local | shuffle | shuffle + refine (per seed) | refine share | "
              "device eps0 (shuffle) | auto chose (local / shuffle / shuffle+refine's first round) | non-private | "
@@ -160,7 +159,7 @@ def run_shuffle_bench(args: argparse.Namespace) -> int:
                          f"{lo[0]['encoder']} / {sh[0]['encoder']} / {rf[0]['encoder']} | "
                          f"{mean(lo, 'nonprivate_objective'):.3g} | "
                          f"{mean(lo, 'trivial_objective'):.3g} |")
-    (out / "shuffle.md").write_text("\n".join(lines) + "\n")
+    write_results(out, "shuffle", "\n".join(lines) + "\n", {"delta": delta, "rows": rows})
     _plot(rows, out)
     print(f"shoal bench: wrote {out / 'shuffle.md'}, shuffle.json and shuffle_vs_local.png")
     return 0

@@ -31,7 +31,6 @@ in the services tests.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import time
 from pathlib import Path
@@ -59,6 +58,7 @@ from shoal.common.sketch import (
     sketch_from_sum,
 )
 from shoal.deploy.bench.accuracy import machine
+from shoal.deploy.bench.results import write_results
 from shoal.deploy.datasets import Dataset, load_uber, paper_mixture
 from shoal.server.decoders.kmeans import kmeans_cost, weighted_kmeans
 from shoal.server.decoders.sketch.clompr import clompr
@@ -252,7 +252,6 @@ def run_sketch_bench(args: argparse.Namespace) -> int:
         rows.extend(run_dataset(ds, [1.0] if args.smoke else epss, restarts=1))
     if args.smoke:
         return 0
-    (out / "sketch.json").write_text(json.dumps({"machine": machine(), "rows": rows}, indent=1))
     lines = [f"# shoal bench --encoder sketch\n\n{header}\n",
              "| dataset | n | d | k | m | variant | eps | relative SSE | decode s | SNR est. | SNR pred. |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -262,7 +261,7 @@ def run_sketch_bench(args: argparse.Namespace) -> int:
         snr_p = f"{r['snr_predicted']:.3g}" if "snr_predicted" in r else ""
         lines.append(f"| {r['dataset']} | {r['n']} | {r['d']} | {r['k']} | {r['m']} | {r['variant']} | {eps} | "
                      f"{r['relative_sse']:.4g} | {r['decode_seconds']:.1f} | {snr_e} | {snr_p} |")
-    (out / "sketch.md").write_text("\n".join(lines) + "\n")
+    write_results(out, "sketch", "\n".join(lines) + "\n", {"rows": rows})
     _plot(rows, out)
     print(f"shoal bench: wrote {out / 'sketch.md'}, sketch.json and sketch_snr.png")
     return 0

@@ -30,9 +30,7 @@ other point of theirs is claimed here.
 from __future__ import annotations
 
 import argparse
-import json
 import math
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -45,6 +43,7 @@ from shoal.common.bounds import PublicBound
 from shoal.common.envelope import public_key_bytes
 from shoal.common.secure_sum import MIN_SIGMA, shares_rule
 from shoal.deploy.bench.accuracy import machine
+from shoal.deploy.bench.results import write_results
 from shoal.server.rounds.kinds import RefineRequest, RoundRequest, for_encoder, server_kind
 
 DEVICES = 200
@@ -155,8 +154,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"wire bench: shares_rule gives {published} at n = 1e4, 32 bits, sigma = 40 (published: 12)")
         return 1
     if not args.smoke:
-        out: Path = args.out
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "wire.md").write_text(text)
-        (out / "wire.json").write_text(json.dumps({"machine": machine(), "rows": rows, "shares": shares}, indent=1))
+        write_results(args.out, "wire", text, {"rows": rows, "shares": shares})
     return 0

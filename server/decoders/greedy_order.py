@@ -3,7 +3,8 @@
 values instead of exact ones). Pure post-processing of released values,
 shared by the curator's decoder (``central/greedy.py``) and the tree
 decoder's ``centers="greedy"`` (``tree/decoder.py``), whose balls are the
-net tree's nodes and whose values are the nodes' private counts.
+net tree's nodes and whose values are seed 001's generalized sums over
+the released coreset (``tree/greedy_centers.py``).
 
 k times: the available ball of largest value; then, while an available
 child exists (a ball of the next level whose center is within CHILD r of

@@ -53,9 +53,11 @@ class TreeKnobsIn(BaseModel):
     gamma_steps: StrictInt | None = Field(None, ge=1, le=1000)
     noise_z: FiniteFloat | None = Field(None, ge=0, le=100)
     max_nodes_per_level: StrictInt | None = Field(None, ge=2, le=10_000_000)
-    centers: Literal["kmeans", "greedy"] | None = Field(None, description=(
+    centers: Literal["kmeans", "greedy", "greedy-weighted"] | None = Field(None, description=(
         "how the coreset's k centers are chosen: weighted k-means (default) or seed 001's greedy (nettree "
-        "only: the centers come in order, the first k' answer k', and the result has an elbow curve)"))
+        "only: the centers come in order, the first k' answer k', and the result has an elbow curve); "
+        "greedy-weighted: the greedy with seed 001's distance-weighted ball values (measured worse on "
+        "average than greedy's counts; README, seed 001's greedy)"))
 
 
 class TreeTuningIn(BaseModel):

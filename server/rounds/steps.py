@@ -13,7 +13,9 @@ derived from the server's private key (HKDF-SHA256, per round), the key
 all replicas share to open sealed messages. A replica whose in-process
 curator is behind (it restarted, or another replica closed steps) replays
 the closed steps from the stored rows (``decoders/continual/events.py``)
-and gets the same noisy sums; a release missing after a crash between
+and gets the same noisy sums; a curator already in this process reads
+only the rows of the steps it has not applied (``Store.load_steps``, the
+step index) and keeps what the earlier ones left (``events.Items``); a release missing after a crash between
 closing and storing is computed again, identical, by whoever reads it
 next. Whoever holds the key could recompute the noise: that is the
 curator, who sees the raw points anyway (the statement covers everyone
@@ -36,7 +38,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from shoal.server.decoders.continual.events import split_steps
+from shoal.server.decoders.continual.events import Items, next_steps
 from shoal.server.storage.store import Store
 
 NOISE_INFO = b"shoal continual curator noise v1 "
@@ -54,7 +56,7 @@ class Steps:
 
     def __init__(self, store: Store, key: X25519PrivateKey) -> None:
         self.store, self.key = store, key
-        self._curators: dict[str, Any] = {}
+        self._curators: dict[str, tuple[Any, Items]] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
 
@@ -73,19 +75,22 @@ class Steps:
 
     def _catch_up(self, kind: Any, config: Any, round_id: str, closed: int) -> None:
         with self._lock(round_id):
-            curator = self._curators.get(round_id)
-            if curator is None:
-                curator = kind.curator(config, np.random.default_rng(noise_seed(self.key, round_id)))
+            held = self._curators.get(round_id)
+            if held is None:
+                held = (kind.curator(config, np.random.default_rng(noise_seed(self.key, round_id))),
+                        Items.empty(config.dim))
+            curator, items = held
             done = curator.steps
             if done >= closed:
                 return
-            width, dtype = kind.row_width(config)
-            rows = self.store.load_payloads(round_id, width, dtype)
+            width, _ = kind.row_width(config)
+            rows = self.store.load_steps(round_id, width, done + 1, closed)
             self._curators.pop(round_id, None)  # a step that fails half-way leaves no curator behind
-            for events in split_steps(rows, config.dim, done + 1, closed):
+            steps, items = next_steps(items, rows, config.dim, done + 1, closed)
+            for events in steps:
                 release = curator.step(events.inserted, events.deleted)
                 self.store.add_step_release(round_id, events.step, kind.release(config, release, round_id))
-            self._curators[round_id] = curator
+            self._curators[round_id] = (curator, items)
 
     def forget(self, round_id: str) -> None:
         """A deleted round's curator goes."""

@@ -20,6 +20,8 @@ class PostgresStore(Store):
     on_conflict = " ON CONFLICT DO NOTHING"
     lock_shared = " FOR SHARE"
     inserted_sql = ""
+    concat_reports = ("SELECT string_agg(report, ''::bytea ORDER BY message_id), count(*) FROM report_rows "
+                      "WHERE {where}")
 
     def __init__(self, url: str, read_only: bool = False) -> None:
         super().__init__()
@@ -45,9 +47,9 @@ class PostgresStore(Store):
             cur.execute(sql.encode(), params)
             return list(cur.fetchall()) if cur.description else []
 
-    def _round_columns(self) -> set[str]:
+    def _columns(self, table: str) -> set[str]:
         rows = self._execute("SELECT column_name FROM information_schema.columns "
-                             "WHERE table_name = 'rounds' AND table_schema = current_schema()")
+                             "WHERE table_name = %s AND table_schema = current_schema()", (table,))
         return {str(r[0]) for r in rows}
 
     def _has_table(self, name: str) -> bool:

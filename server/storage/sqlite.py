@@ -126,8 +126,8 @@ class SQLiteStore(Store):
         with self._lock, storage_errors(sqlite3.OperationalError):
             return self._conn.execute(sql, params).fetchall()
 
-    def _round_columns(self) -> set[str]:
-        return {str(r[1]) for r in self._execute("PRAGMA table_info(rounds)")}
+    def _columns(self, table: str) -> set[str]:
+        return {str(r[1]) for r in self._execute(f"PRAGMA table_info({table})")}
 
     def _has_table(self, name: str) -> bool:
         return bool(self._execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)))

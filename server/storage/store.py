@@ -47,7 +47,7 @@ _SCHEMA = [
         created DOUBLE PRECISION NOT NULL, result TEXT, error TEXT,
         lease_holder TEXT, lease_until DOUBLE PRECISION, seq BIGINT UNIQUE)""",
     """CREATE TABLE IF NOT EXISTS report_rows (
-        round_seq BIGINT NOT NULL, message_id {blob} NOT NULL, report {blob} NOT NULL,
+        round_seq BIGINT NOT NULL, message_id {blob} NOT NULL, report {blob} NOT NULL, step BIGINT,
         PRIMARY KEY (round_seq, message_id)){without_rowid}""",
     """CREATE TABLE IF NOT EXISTS round_steps (
         round_seq BIGINT NOT NULL, step BIGINT NOT NULL, release TEXT NOT NULL,
@@ -88,6 +88,9 @@ class Store(abc.ABC):
     # one step; a RETURNING row per stored row would be a step, and a GIL
     # release, each), or "" for the INSERT's RETURNING rows (PostgreSQL sends them at once).
     inserted_sql = "SELECT changes()"
+    # One row: the selected rows' reports concatenated in message-id order, and their count.
+    concat_reports = ("SELECT CAST(group_concat(report, x'') AS BLOB), count(*) FROM "
+                      "(SELECT report FROM report_rows WHERE {where} ORDER BY message_id)")
     integrity_errors: tuple[type[BaseException], ...] = (sqlite3.IntegrityError,)
 
     def __init__(self) -> None:
@@ -118,14 +121,36 @@ class Store(abc.ABC):
             self._execute(stmt.format(blob=self.blob, without_rowid=self.without_rowid))
         # Stores made before issue 13 gain the lease and seq columns, and their
         # reports move into ``report_rows``.
-        have = self._round_columns()
+        have = self._columns("rounds")
         for col, kind in (("lease_holder", "TEXT"), ("lease_until", "DOUBLE PRECISION"), ("seq", "BIGINT"),
                           ("steps", "BIGINT")):
             if col not in have:
                 self._execute(f"ALTER TABLE rounds ADD COLUMN {col} {kind}")
         self._execute("CREATE UNIQUE INDEX IF NOT EXISTS rounds_seq ON rounds (seq)")
+        # A continual round's event rows carry their step (``add_events``) so a step's close
+        # reads its own rows (``load_steps``); no other row has one, so the index costs them nothing.
+        if "step" not in self._columns("report_rows"):
+            self._in_transaction(self._add_step_column)
+        self._execute("CREATE INDEX IF NOT EXISTS report_rows_step ON report_rows (round_seq, step) "
+                      "WHERE step IS NOT NULL")
         if self._has_table("reports"):
             self._in_transaction(self._migrate_reports)
+
+    def _add_step_column(self, run: Run) -> None:
+        """Stores made before the step index: the column, and every continual
+        round's event rows stamped in it from their word 0 (little-endian); one
+        transaction, so a crash leaves the column absent and this runs again."""
+        run("ALTER TABLE report_rows ADD COLUMN step BIGINT", ())
+        for seq, config in run("SELECT seq, config FROM rounds WHERE seq IS NOT NULL", ()):
+            if json.loads(config).get("kind") != "continual":
+                continue
+            rows = run(self._sql("SELECT message_id, report FROM report_rows WHERE round_seq = ?"), (seq,))
+            for i in range(0, len(rows), _CHUNK):
+                part = rows[i:i + _CHUNK]
+                steps = np.frombuffer(b"".join(bytes(r[1])[:8] for r in part), dtype="<u8")
+                for (mid, _), step in zip(part, steps.tolist(), strict=True):
+                    run(self._sql("UPDATE report_rows SET step = ? WHERE round_seq = ? AND message_id = ?"),
+                        (step, seq, bytes(mid)))
 
     def _migrate_reports(self, run: Run) -> None:
         """Give every round a seq, copy the old seven-column ``reports`` into
@@ -166,8 +191,8 @@ class Store(abc.ABC):
         """Does the store have a table of that name?"""
 
     @abc.abstractmethod
-    def _round_columns(self) -> set[str]:
-        """Names of the ``rounds`` table's columns."""
+    def _columns(self, table: str) -> set[str]:
+        """Names of the columns of ``table`` (``rounds``, ``report_rows``)."""
 
     # -- decode leases --
     # A decode holds a lease (holder, expiry) on its round, renewed while it
@@ -401,19 +426,21 @@ class Store(abc.ABC):
                 if seq in shut:
                     counts.append(NOT_OPEN)
                     continue
-                if stamp:  # ``add_events``: word 0 of every row is the step open now
+                cols, tail = "round_seq, message_id, report", ""
+                if stamp:  # ``add_events``: word 0 of every row, and its step column, is the step open now
                     rows = np.array(packed, dtype=np.uint64)
                     rows[:, 0] = open_step[seq]
                     packed = report_rows.pack_words(rows)
+                    cols, tail = cols + ", step", f", {open_step[seq]}"
                 if len(keys) != len(packed):
                     raise StoreError(f"{len(keys)} message ids for {len(packed)} rows")
                 new = 0
                 for i in range(0, len(keys), _CHUNK):
                     chunk_keys, chunk_rows = keys[i:i + _CHUNK], packed[i:i + _CHUNK]
-                    values = ",".join([f"({seq}, ?, ?)"] * len(chunk_keys))
+                    values = ",".join([f"({seq}, ?, ?{tail})"] * len(chunk_keys))
                     params: list[bytes] = [b""] * (2 * len(chunk_keys))
                     params[0::2], params[1::2] = chunk_keys, chunk_rows
-                    sql = (f"{self.insert_ignore} report_rows (round_seq, message_id, report) VALUES {values}"
+                    sql = (f"{self.insert_ignore} report_rows ({cols}) VALUES {values}"
                            f"{self.on_conflict}")
                     if self.inserted_sql:
                         run(self._sql(sql), tuple(params))
@@ -487,6 +514,15 @@ class Store(abc.ABC):
         """Every row stored by ``add_payloads`` for a round, (n, width) of ``dtype``."""
         count, raw = self._packed(round_id)
         return report_rows.unpack_words(raw, count, width, dtype)
+
+    def load_steps(self, round_id: str, width: int, first: int, last: int) -> NDArray[np.uint64]:
+        """A continual round's event rows stamped in steps ``first`` .. ``last``
+        (``add_events``), in message-id order, through the step index: one
+        statement whose rows the database concatenates (``concat_reports``)."""
+        rows = self._execute(self._sql(self.concat_reports.format(
+            where="round_seq = ? AND step >= ? AND step <= ? AND step IS NOT NULL")), (self._seq(round_id), first, last))
+        count, raw = int(rows[0][1]), bytes(rows[0][0] or b"")
+        return report_rows.unpack_words(raw, count, width, np.uint64)
 
     def load_reports(self, round_id: str, dim: int) -> ReportBatch:
         """Every tree report of a round, in message-id order."""

@@ -60,7 +60,7 @@ from shoal.server.decoders.quality import tree_quality
 from shoal.server.decoders.result import ClusteringResult
 from shoal.server.decoders.tree.accumulate import LevelAccumulator
 from shoal.server.decoders.tree.consistency import tree_blue
-from shoal.server.decoders.tree.greedy_centers import ordered_centers
+from shoal.server.decoders.tree.greedy_centers import Coreset, coreset_of, ordered_centers
 from shoal.server.decoders.tree.oracles import FrequencyOracle, VectorOracle
 from shoal.server.decoders.tree.safety import certify, lattice_safety_net
 from shoal.server.decoders.tree.tree import NetTree, build_tree
@@ -104,9 +104,13 @@ class TreeDecoder:
         restarts: int = 5,
         consistency: bool = True,
         shrink: bool = True,
+        keep_coreset: bool = False,
     ) -> None:
-        """``consistency`` and ``shrink`` switch off steps 2 and 5 (for ablations only)."""
+        """``consistency`` and ``shrink`` switch off steps 2 and 5 (for ablations only);
+        ``keep_coreset``: the last decode's coreset stays in ``coreset`` (benchmarks)."""
         self.rng = rng if rng is not None else np.random.default_rng()
+        self.keep_coreset = keep_coreset
+        self.coreset: Coreset | None = None
         self.restarts = restarts
         self.consistency = consistency
         self.shrink = shrink
@@ -173,11 +177,13 @@ class TreeDecoder:
             shown = self._leaf_means(tree, vec_sums, vec_q, weights, cfg.dim)
         # Lattice cells of the ball can lie outside a box's image: drawn inside the public domain, as centers are.
         picture = coreset_picture(cfg.bound.from_ball(cfg.bound.project_ball(shown[core])), weights[core])
-        if cfg.tree.centers == "greedy":  # seed 001 on the tree's nodes: ordered centers (``greedy_centers.py``)
+        if cfg.tree.centers != "kmeans":  # seed 001 on the tree's nodes: ordered centers (``greedy_centers.py``)
             c_core, found = ordered_centers(tree.level, tree.significant, pos, weights, core, count_post, cfg)
             diag.update(found)
         else:
             c_core = weighted_kmeans(pos[core], weights[core], cfg.k, self.rng, restarts=self.restarts)
+        if self.keep_coreset:
+            self.coreset = coreset_of(tree, space, core, pos, weights, count_post, c_core)
         labels_core = assign(pos[core], c_core)
         kk = c_core.shape[0]
         labels, pure_top = self._propagate(tree, core, labels_core, kk)

@@ -14,7 +14,7 @@ from shoal.common.errors import ConfigError
 from shoal.common.tree_round import TreeParams, derive_config
 from shoal.deploy.simulate import simulate
 from shoal.server.decoders.greedy_order import coreset_elbow
-from shoal.server.decoders.tree.greedy_centers import greedy_centers
+from shoal.server.decoders.tree.greedy_centers import ball_values, greedy_centers
 
 
 def test_a_coarse_node_below_the_noise_gate_never_outranks_a_real_cluster():
@@ -25,10 +25,54 @@ def test_a_coarse_node_below_the_noise_gate_never_outranks_a_real_cluster():
                     [-0.3, -0.3]])
     weights = np.array([1000.0, 5000.0, 1000.0, 1000.0, 500.0, 480.0, 500.0, 480.0])
     significant = np.array([True, False, True, True, True, True, True, True])
-    centers, depth = greedy_centers(level, pos, weights, significant, 4, 2)
+    core = np.array([6, 7])
+    centers, depth = greedy_centers(level, pos, weights, significant, core, 4, 2)
     assert centers.tolist() == [[0.3, 0.3], [-0.3, -0.3]] and depth == [4, 4]
-    noisy, _ = greedy_centers(level, pos, weights, np.ones(8, dtype=bool), 4, 2)
+    noisy, _ = greedy_centers(level, pos, weights, np.ones(8, dtype=bool), core, 4, 2)
     assert noisy[0].tolist() == [2.0, 2.0]  # what the gate prevents
+    # Seed 001's weighted values: the far node holds none of the coreset within its radius.
+    weighted, _ = greedy_centers(level, pos, weights, np.ones(8, dtype=bool), core, 4, 2, values="generalized")
+    assert weighted.tolist() == [[0.3, 0.3], [-0.3, -0.3]]
+
+
+def test_ball_values_are_named_and_nothing_else_is_accepted():
+    level, pos, weights = np.array([0]), np.zeros((1, 2)), np.array([10.0])
+    with pytest.raises(ConfigError, match="ball values must be 'count' or 'generalized', got 'median'"):
+        greedy_centers(level, pos, weights, np.ones(1, dtype=bool), np.array([0]), 0, 1, values="median")
+
+
+def test_ball_values_are_seed_001s_generalized_sums_over_the_coreset():
+    rng = np.random.default_rng(0)
+    core_pos = rng.uniform(-1, 1, size=(300, 3))
+    core_w = rng.uniform(0, 50, size=300)
+    centers = rng.uniform(-1, 1, size=(40, 3))
+    radii = rng.choice([0.25, 0.5, 1.0, 2.0], size=40)
+    for z in (1, 2):
+        brute = [sum(w * max(r - np.linalg.norm(p - c), 0.0) ** z for p, w in zip(core_pos, core_w, strict=True))
+                 for c, r in zip(centers, radii, strict=True)]
+        assert ball_values(centers, radii, core_pos, core_w, z) == pytest.approx(brute, rel=1e-9, abs=1e-9)
+
+
+def test_a_ball_value_weighs_each_point_by_its_distance_to_the_center():
+    # seed 001's (r - |p - c|)^z: r^z at the center, (r/2)^z half way, nothing at or beyond r.
+    core_pos = np.array([[0.0, 0.0], [0.5, 0.0], [1.0, 0.0], [0.0, 3.0]])
+    one = np.eye(4)
+    got = [ball_values(np.zeros((1, 2)), np.array([1.0]), core_pos, w, 2)[0] for w in one]
+    assert got == pytest.approx([1.0, 0.25, 0.0, 0.0])
+    assert ball_values(np.zeros((1, 2)), np.array([1.0]), core_pos, 3 * one[1], 1)[0] == pytest.approx(1.5)
+
+
+def test_ball_values_are_linear_so_unbiased_counts_give_unbiased_sums():
+    # Post-processing of released counts: E[values(counts + noise)] = values(counts) for zero-mean noise.
+    rng = np.random.default_rng(1)
+    core_pos = rng.uniform(-1, 1, size=(50, 2))
+    counts = rng.integers(10, 100, size=50).astype(float)
+    centers, radii = rng.uniform(-1, 1, size=(8, 2)), np.full(8, 0.5)
+    exact = ball_values(centers, radii, core_pos, counts)
+    noise = rng.laplace(0, 5.0, size=(2000, 50))
+    mean = np.mean([ball_values(centers, radii, core_pos, counts + e) for e in noise], axis=0)
+    sd = np.std([ball_values(centers, radii, core_pos, e) for e in noise], axis=0) / np.sqrt(2000)
+    assert np.all(np.abs(mean - exact) <= 4 * sd + 1e-12)
 
 
 def test_the_coreset_elbow_drops_until_every_cluster_has_a_center():
@@ -43,8 +87,12 @@ def test_the_coreset_elbow_drops_until_every_cluster_has_a_center():
 
 def test_greedy_centers_are_asked_for_by_name_and_only_on_nettree():
     assert derive_config(10_000, 2, 3, 4.0, encoder="nettree", tree=TreeParams(centers="greedy")).tree.centers == "greedy"
+    assert derive_config(10_000, 2, 3, 4.0, encoder="nettree",
+                         tree=TreeParams(centers="greedy-weighted")).tree.centers == "greedy-weighted"
     with pytest.raises(ConfigError, match="tree centers 'greedy' need the nettree encoder"):
         derive_config(10_000, 20, 3, 4.0, encoder="lsh", tree=TreeParams(centers="greedy"))
+    with pytest.raises(ConfigError, match="tree centers 'greedy-weighted' need the nettree encoder"):
+        derive_config(10_000, 20, 3, 4.0, encoder="lsh", tree=TreeParams(centers="greedy-weighted"))
     with pytest.raises(ConfigError, match="tree centers must be one of"):
         TreeParams(centers="median")
 

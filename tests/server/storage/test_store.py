@@ -264,6 +264,10 @@ def test_event_rows_are_stamped_with_the_open_step_and_steps_close_up_to_the_hor
     back = store.load_payloads("c1", 6, np.uint64)
     assert sorted(back[:, 0].tolist()) == [1, 1, 2] and sorted(back[:, 1].tolist()) == [101, 101, 107]
     assert store.steps_closed("c1") == 2
+    # A step's own rows, through the step index (message-id order, as every replay reads them).
+    assert sorted(store.load_steps("c1", 6, 1, 1)[:, 1].tolist()) == [101, 107]
+    assert store.load_steps("c1", 6, 2, 2)[:, :2].tolist() == [[2, 101]]
+    assert store.load_steps("c1", 6, 1, 2).shape == (3, 6) and store.load_steps("c1", 6, 3, 3).shape == (0, 6)
     store.add_step_release("c1", 1, {"step": 1})
     store.add_step_release("c1", 1, {"step": "again"})  # a second writer of a step is ignored
     store.add_step_release("c1", 2, {"step": 2})
@@ -273,6 +277,45 @@ def test_event_rows_are_stamped_with_the_open_step_and_steps_close_up_to_the_hor
     store.delete_round("c1")
     store.create_round("c2", {"kind": "continual"})
     assert store.step_releases("c2") == []
+
+
+def _older_store_events(store) -> None:
+    store.create_round("c", {"kind": "continual"})
+    store.create_round("t", {"kind": "sketch"})
+    rows = np.arange(12, dtype=np.uint64).reshape(2, 6)
+    store.add_events("c", [new_message_id() for _ in range(2)], rows)
+    store.close_step("c", 9)
+    store.add_events("c", [new_message_id()], rows[:1])
+    store.add_payloads("t", [new_message_id()], rows[:1])
+
+
+def _gained_the_step_index(again) -> None:
+    assert again.load_steps("c", 6, 1, 1).shape[0] == 2 and again.load_steps("c", 6, 2, 2).shape[0] == 1
+    assert again._execute("SELECT COUNT(*) FROM report_rows WHERE step IS NULL")[0][0] == 1  # the sketch row
+
+
+def test_a_store_made_before_the_step_index_gains_it_with_every_event_stamped(tmp_path):
+    import sqlite3
+
+    path = str(tmp_path / "old.db")
+    store = SQLiteStore(path)
+    _older_store_events(store)
+    store._conn.close()
+    old = sqlite3.connect(path)  # what a store of the earlier schema holds: no step column, no index
+    old.executescript("DROP INDEX report_rows_step; ALTER TABLE report_rows DROP COLUMN step;")
+    old.close()
+    _gained_the_step_index(SQLiteStore(path))
+
+
+def test_a_postgresql_store_made_before_the_step_index_gains_it_too():
+    with pg_schema() as url:
+        store = PostgresStore(url)
+        _older_store_events(store)
+        store._execute("ALTER TABLE report_rows DROP COLUMN step")  # its index goes with it
+        store._conn.close()
+        again = PostgresStore(url)
+        _gained_the_step_index(again)
+        again._conn.close()
 
 
 def test_a_closed_step_never_gains_an_event_while_another_replica_writes(tmp_path):
@@ -303,6 +346,7 @@ def test_a_closed_step_never_gains_an_event_while_another_replica_writes(tmp_pat
             t.join()
         stamps = closer.load_payloads("c", 4, np.uint64)[:, 0]
         assert {s: int((stamps == s).sum()) for s in seen} == seen
+        assert {s: closer.load_steps("c", 4, s, s).shape[0] for s in seen} == seen  # the step index agrees
         assert sum(seen.values()) > 0
         writer._conn.close()
         closer._conn.close()

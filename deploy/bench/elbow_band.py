@@ -1,0 +1,69 @@
+"""Does a tree round's elbow band cover what it claims to? (issue 18, the
+shuffle-model elbow; ``shoal bench --greedy --model shuffle``.)
+
+A tree round's elbow (``server/decoders/tree/greedy_centers.py``) is the
+cost of the greedy's first k' centers over the released coreset: each
+coreset node at its lattice point, weighted by its private count, in the
+projected space, with a band of two standard deviations of the counts'
+noise. Holding the data, a benchmark can compute the same curve on the
+nodes' exact counts (the non-private curve of the same estimator: how
+many points each node holds, by the same public paths the devices walk),
+and the data's own cost in the projected space for the same centers
+(which adds what the coreset leaves out: every point's offset from its
+node, and the points outside the coreset's nodes). The band is a claim
+about the first; the second says how far the coreset curve is from the
+data's cost.
+
+Chunks of 10^5 points: paths and keys per chunk, never all levels of all
+n points at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from shoal.common.errors import ConfigError
+from shoal.common.nets import LatticeNet, node_space
+from shoal.common.tree_round import RoundConfig
+from shoal.server.decoders.tree.greedy_centers import Coreset
+
+CHUNK = 100_000
+
+
+def exact_curves(cfg: RoundConfig, x_ball: np.ndarray, core: Coreset) -> dict[str, Any]:
+    """The released curve (from ``core``), the same curve on exact node counts, the data's
+    projected cost of the same centers, and at how many k' the band covers each."""
+    space = node_space(cfg)
+    if not isinstance(space, LatticeNet):
+        raise ConfigError(f"the greedy's elbow is a nettree round's; round {cfg.round_id!r} is {cfg.encoder}")
+    exact = np.zeros(core.keys.size)
+    levels = np.unique(core.level).tolist()
+    by_level = {j: np.flatnonzero(core.level == j) for j in levels}
+    order = {j: idx[np.argsort(core.keys[idx])] for j, idx in by_level.items()}
+    k = core.centers.shape[0]
+    data_cost = np.zeros(k)
+    for lo in range(0, x_ball.shape[0], CHUNK):
+        part = x_ball[lo:lo + CHUNK]
+        paths = space.paths(part)
+        for j in levels:
+            idx = order[j]
+            keys = space.keys(j, paths[j])
+            at = np.searchsorted(core.keys[idx], keys)
+            hit = at < idx.size
+            hit[hit] = core.keys[idx][at[hit]] == keys[hit]
+            np.add.at(exact, idx[at[hit]], 1.0)
+        y = space.project(part)
+        d2 = ((y[:, None, :] - core.centers[None, :, :]) ** 2).sum(2)
+        data_cost += np.minimum.accumulate(d2, axis=1).sum(0)
+    d2 = ((core.pos[:, None, :] - core.centers[None, :, :]) ** 2).sum(2)
+    best = np.minimum.accumulate(d2, axis=1)
+    released = (core.weights[:, None] * best).sum(0)
+    band = 2 * np.sqrt((np.maximum(core.variances, 0.0)[:, None] * best**2).sum(0))
+    on_counts = (exact[:, None] * best).sum(0)
+    return {"released": released.tolist(), "band": band.tolist(), "exact_counts": on_counts.tolist(),
+            "data_projected": data_cost.tolist(),
+            "covers_exact_counts": int((np.abs(released - on_counts) <= band).sum()),
+            "covers_data": int((np.abs(released - data_cost) <= band).sum()),
+            "coreset_share": float(exact.sum() / x_ball.shape[0])}
