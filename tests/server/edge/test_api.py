@@ -156,7 +156,9 @@ def test_server_stores_no_device_identity(server):
                headers={"X-Device-Id": "phone-42"})
     con = sqlite3.connect(server.db[len("sqlite:///"):])
     cols = [r[1] for r in con.execute("PRAGMA table_info(report_rows)")]
-    assert cols == ["round_seq", "message_id", "report"]
+    # step: a continual event's step (also word 0 of its report), NULL on every other row
+    assert cols == ["round_seq", "message_id", "report", "step"]
+    assert con.execute("SELECT COUNT(*) FROM report_rows WHERE step IS NOT NULL").fetchone()[0] == 0
     dump = "\n".join(con.iterdump())
     assert "phone-42" not in dump and "127.0.0.1" not in dump
 
