@@ -27,6 +27,8 @@ import numpy as np
 from shoal.common.errors import ConfigError
 from shoal.common.nets import LatticeNet, node_space
 from shoal.common.tree_round import RoundConfig
+from shoal.server.decoders.central.greedy import prefix_costs
+from shoal.server.decoders.greedy_order import coreset_elbow
 from shoal.server.decoders.tree.greedy_centers import Coreset
 
 CHUNK = 100_000
@@ -40,28 +42,24 @@ def exact_curves(cfg: RoundConfig, x_ball: np.ndarray, core: Coreset) -> dict[st
         raise ConfigError(f"the greedy's elbow is a nettree round's; round {cfg.round_id!r} is {cfg.encoder}")
     exact = np.zeros(core.keys.size)
     levels = np.unique(core.level).tolist()
-    by_level = {j: np.flatnonzero(core.level == j) for j in levels}
-    order = {j: idx[np.argsort(core.keys[idx])] for j, idx in by_level.items()}
-    k = core.centers.shape[0]
-    data_cost = np.zeros(k)
+    order = {j: np.flatnonzero(core.level == j) for j in levels}
+    order = {j: idx[np.argsort(core.keys[idx])] for j, idx in order.items()}
+    sorted_keys = {j: core.keys[idx] for j, idx in order.items()}
+    data_cost = np.zeros(core.centers.shape[0])
     for lo in range(0, x_ball.shape[0], CHUNK):
         part = x_ball[lo:lo + CHUNK]
         paths = space.paths(part)
         for j in levels:
-            idx = order[j]
             keys = space.keys(j, paths[j])
-            at = np.searchsorted(core.keys[idx], keys)
-            hit = at < idx.size
-            hit[hit] = core.keys[idx][at[hit]] == keys[hit]
-            np.add.at(exact, idx[at[hit]], 1.0)
-        y = space.project(part)
-        d2 = ((y[:, None, :] - core.centers[None, :, :]) ** 2).sum(2)
-        data_cost += np.minimum.accumulate(d2, axis=1).sum(0)
-    d2 = ((core.pos[:, None, :] - core.centers[None, :, :]) ** 2).sum(2)
-    best = np.minimum.accumulate(d2, axis=1)
-    released = (core.weights[:, None] * best).sum(0)
-    band = 2 * np.sqrt((np.maximum(core.variances, 0.0)[:, None] * best**2).sum(0))
-    on_counts = (exact[:, None] * best).sum(0)
+            at = np.searchsorted(sorted_keys[j], keys)
+            hit = at < sorted_keys[j].size
+            hit[hit] = sorted_keys[j][at[hit]] == keys[hit]
+            np.add.at(exact, order[j][at[hit]], 1.0)
+        data_cost += prefix_costs(space.project(part), core.centers, 2).sum(0)
+    # The decoder's own curve and band (``coreset_elbow``), and the same curve on exact counts.
+    curve, _ = coreset_elbow(core.pos, core.weights, core.variances, core.centers)
+    released, band = np.array([c["cost"] for c in curve]), np.array([c["band"] for c in curve])
+    on_counts = np.array([c["cost"] for c in coreset_elbow(core.pos, exact, np.zeros_like(exact), core.centers)[0]])
     return {"released": released.tolist(), "band": band.tolist(), "exact_counts": on_counts.tolist(),
             "data_projected": data_cost.tolist(),
             "covers_exact_counts": int((np.abs(released - on_counts) <= band).sum()),

@@ -139,7 +139,8 @@ class Store(abc.ABC):
     def _add_step_column(self, run: Run) -> None:
         """Stores made before the step index: the column, and every continual
         round's event rows stamped in it from their word 0 (little-endian); one
-        transaction, so a crash leaves the column absent and this runs again."""
+        transaction, so a crash leaves the column absent and this runs again.
+        A statement per row: it runs once per store, on the continual rounds only."""
         run("ALTER TABLE report_rows ADD COLUMN step BIGINT", ())
         for seq, config in run("SELECT seq, config FROM rounds WHERE seq IS NOT NULL", ()):
             if json.loads(config).get("kind") != "continual":
