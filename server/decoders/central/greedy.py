@@ -23,8 +23,10 @@ copy lost its formulas; every constant below is shoal's and named):
   is post-processing.
 - Greedy (Alg. 1, Modification 2: noisy values instead of exact ones):
   k times, the available released ball of largest noisy value; then, while
-  a released available child exists (a ball of the next level whose center
-  is within CHILD r_l), the child of largest value; the last ball's center
+  a released available descendant exists (a ball of a finer level whose
+  center is within CHILD r_l), the one of largest value on the nearest
+  such level (``greedy_order.py`` says why a level may be skipped); the
+  last ball's center
   is the next center, and every ball B(c, r) with |c - s| <= FORBID r is
   forbidden from then on. The centers come out in order: the first k'
   are the answer for k' (Thm. 3.4).

@@ -265,6 +265,18 @@ def test_with_no_ball_available_the_greedy_takes_unused_released_balls_then_repe
     assert order[2].tolist() == order[3].tolist() == [0.0, 0.0]
 
 
+def test_the_descent_crosses_a_level_where_no_ball_passed_the_gate():
+    # the cluster at (0.5, 0.5) split over two level-1 cells, both under the gate: its level-2 ball
+    # (within r_0 of the level-0 ball) is still where the descent ends; the far level-2 ball is not reached
+    balls = Balls(np.array([0, 2, 2]), np.array([[0.0, 0.0], [0.5, 0.5], [1.9, 0.0]]), np.array([9.0, 0.4, 0.9]))
+    order, depth = greedy_order(balls, 1, (1.0, 0.5, 0.25))
+    assert order[0].tolist() == [0.5, 0.5] and depth == [2]
+    # a released next level still comes first, even where a deeper ball has more value
+    balls = Balls(np.array([0, 1, 2]), np.array([[0.0, 0.0], [-0.4, 0.0], [0.5, 0.5]]), np.array([9.0, 0.1, 0.4]))
+    order, depth = greedy_order(balls, 1, (1.0, 0.5, 0.25))
+    assert order[0].tolist() == [-0.4, 0.0] and depth == [1]
+
+
 def test_a_greedy_run_states_its_parts_and_spends_within_its_budget():
     spec = derive_central("greedy-001", 100_000, 50, 10, 1.0, 1e-6, seed=1)
     eps, delta = curator_guarantee(spec.event())
