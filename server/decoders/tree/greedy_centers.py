@@ -19,9 +19,10 @@ Measured on the same reports (``shoal bench --greedy``'s tree table, nine
 seeds; README, seed 001's greedy): the weighted values lose on average
 (the paper generator at eps 8: 2 of 9 seeds near 2 x the k-means centers'
 objective against none with counts). Their first center can be a coarse
-ball whose weight sits near its middle but whose children are all below
-the noise gate, so the descent stops there; seed 001's nets cover every
-level, so Alg. 1 always descends. Counts stay the default.
+ball whose weight sits near its middle but whose descendants within its
+radius are below the noise gate at every finer level, so the descent
+stops there; seed 001's nets cover every level, so Alg. 1 always
+descends. Counts stay the default.
 ``greedy_order`` picks the k centers in order. Everything is
 post-processing of the round's release; the privacy statement is the
 tree round's.
