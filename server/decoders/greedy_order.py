@@ -36,7 +36,7 @@ from numpy.typing import NDArray
 
 ELBOW_RATIO = 0.5  # coreset_elbow's suggested k': its drop is at least this share of cost(k') ...
 BAND_SDS = 1.5  # ... and this many of the drop's bands (two sds each) above zero
-CHILD = 1.0  # a child of B(c, r) is a next-level ball whose center is within CHILD r of c
+CHILD = 1.0  # a descendant of B(c, r) is a finer-level ball whose center is within CHILD r of c
 FORBID = 2.0  # a chosen center s forbids every ball B(c, r) with |c - s| <= FORBID r
 
 
