@@ -86,12 +86,14 @@ def run_schemathesis(url: str, header: str | None) -> tuple[int, str]:
 
 def stored_message_ids(db_url: str, round_id: str) -> list[str]:
     """The message ids a server's SQLite store holds for a round, read from
-    the file directly (as an auditor would), duplicates included."""
+    the file directly (as an auditor would: both tables rows sit in, the
+    inbox and ``report_rows``), duplicates included."""
     import sqlite3
 
     con = sqlite3.connect(db_url.removeprefix("sqlite:///"))
     try:
-        rows = con.execute("SELECT hex(r.message_id) FROM report_rows r JOIN rounds o ON o.seq = r.round_seq "
+        rows = con.execute("SELECT hex(r.message_id) FROM (SELECT round_seq, message_id FROM report_rows UNION ALL "
+                           "SELECT round_seq, message_id FROM report_inbox) r JOIN rounds o ON o.seq = r.round_seq "
                            "WHERE o.id = ?", (round_id,)).fetchall()
     finally:
         con.close()

@@ -35,7 +35,6 @@ from shoal.common.envelope import load_or_create_key, public_key_bytes
 from shoal.common.errors import BatchTooLarge, ConfigError, ReportError, ShoalError
 from shoal.common.group_commit import GroupCommit, commit_and_settle
 from shoal.common.kinds import dump_config, kind_name, parse_config
-from shoal.common.messages import ReportBatch
 from shoal.common.signing import identity_path, load_or_create_signing_key
 from shoal.server.rounds import leases, reduction
 from shoal.server.rounds.kinds import (
@@ -52,7 +51,7 @@ from shoal.server.rounds.kinds.refine import KIND as REFINE
 from shoal.server.rounds.kinds.refine import RefineServer
 from shoal.server.rounds.sealed import Refused, open_items, valid_part
 from shoal.server.rounds.steps import Steps
-from shoal.server.storage.store import NOT_OPEN, RoundRow, open_store
+from shoal.server.storage.store import NOT_OPEN, Packed, RoundRow, open_store, packed_reports
 
 log = logging.getLogger("shoal.server.rounds")
 
@@ -73,7 +72,6 @@ class RoundsSettings:
     dask_scheduler: str = ""  # decodes sum their reports on this Dask scheduler ("": in this process)
 
 
-Pending = tuple[str, list[str], ReportBatch]
 
 
 class RoundService:
@@ -95,7 +93,7 @@ class RoundService:
         # either committed before decoding starts (and decoded) or refused.
         self._state_lock = threading.Lock()
         self._states: dict[str, str] = {}
-        self.committer: GroupCommit[Pending, int] = GroupCommit(self._commit, name="report-commit")
+        self.committer: GroupCommit[Packed, int] = GroupCommit(self._commit, name="report-commit")
         # Single POSTs commit on the event loop's own thread: the first report
         # of a group schedules one commit (call_soon) for every report parsed
         # until it runs. No thread hand-off, so no wait for the GIL between the
@@ -103,7 +101,7 @@ class RoundService:
         # 5.5 ms at the median and 45 ms at p99 under load, the fsync 1 ms).
         # Open loop at 1000/s, 50 connections: p99 5.0 ms against 7.4 ms with
         # the thread; saturation 3016/s against 2737/s. Batches keep the thread.
-        self._loop_group: list[tuple[Pending, asyncio.Future[int]]] = []
+        self._loop_group: list[tuple[Packed, asyncio.Future[int]]] = []
         self.recover_stranded()
         if settings.report_retention_days > 0:
             threading.Thread(target=self._retention_loop, daemon=True, name="retention").start()
@@ -242,7 +240,7 @@ class RoundService:
         if kind.storage != "reports":
             return self._count(await asyncio.to_thread(self._store, kind, round_id, ids, rows), len(messages))
         fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._loop_group.append(((round_id, ids, rows), fut))
+        self._loop_group.append((packed_reports(round_id, ids, rows), fut))
         if len(self._loop_group) == 1:
             asyncio.get_running_loop().call_soon(self._commit_loop_group)
         return self._count(await fut, len(messages))
@@ -287,7 +285,7 @@ class RoundService:
     def _store(self, kind: ServerKind, round_id: str, ids: list[str], rows: Any) -> int:
         """Commit while the round is still open; returns how many rows were new."""
         if kind.storage == "reports":
-            return self.committer.submit((round_id, ids, rows)).result()
+            return self.committer.submit(packed_reports(round_id, ids, rows)).result()
         return self._store_payloads(round_id, ids, rows, events=kind.storage == "events")
 
     def _store_payloads(self, round_id: str, message_ids: list[str], rows: NDArray[Any], events: bool = False) -> int:
@@ -299,7 +297,7 @@ class RoundService:
                 raise self._not_open(round_id)
             return new
 
-    def _commit(self, groups: list[Pending]) -> list[int | BaseException]:
+    def _commit(self, groups: list[Packed]) -> list[int | BaseException]:
         """GroupCommit's writer: one transaction for every open round's reports;
         groups for rounds that are no longer open get their RoundStateError."""
         with self._state_lock:
@@ -310,7 +308,7 @@ class RoundService:
                 except ShoalError as exc:
                     refused[i] = exc
             ok = [i for i in range(len(groups)) if i not in refused]
-            stored = self.store.add_report_groups([groups[i] for i in ok], only_open=True) if ok else []
+            stored = self.store.add_packed_groups([groups[i] for i in ok], only_open=True) if ok else []
             counts = dict(zip(ok, stored, strict=True))
             for i, c in counts.items():
                 if c == NOT_OPEN:  # another replica closed, decoded or deleted it: the database says so
@@ -390,6 +388,7 @@ class RoundService:
         t = time.perf_counter()
         try:
             if scheduler:
+                self.store.settle()  # the workers read ``report_rows`` alone, read-only
                 with self.store.external_readers():
                     acc = reduction.accumulate_on_dask(scheduler, self.settings.db_url, kind.name, cfg, round_id)
             else:

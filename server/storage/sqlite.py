@@ -23,14 +23,29 @@ from shoal.server.storage.store import (
 )
 
 CACHE_BYTES = 64 << 20  # the writing connection's page cache
+INBOX_ROWS = 65_536  # inbox rows that trigger a merge into ``report_rows``
 
 
 class SQLiteStore(Store):
-    """The embedded default: one file, WAL journal, fsync on every commit."""
+    """The embedded default: one file, WAL journal, fsync on every commit.
 
-    def __init__(self, path: str, read_only: bool = False) -> None:
+    New rows go to the inbox (``Store.inbox``), merged into ``report_rows``
+    every ``inbox_rows`` rows. The cap was measured (``shoal bench
+    --services``' batch pairs): big enough that a merge writes each page of
+    a large round once for many rows, small enough that the inbox's own
+    pages stay few and cached."""
+
+    inbox = "report_inbox"
+    inbox_rows = INBOX_ROWS
+
+    def __init__(self, path: str, read_only: bool = False, inbox_rows: int | None = None) -> None:
         super().__init__()
         self.path = path
+        self._read_only = read_only
+        if inbox_rows is not None:
+            if inbox_rows < 1:
+                raise StoreError(f"inbox_rows must be >= 1, got {inbox_rows}")
+            self.inbox_rows = inbox_rows
         self._readers = 0  # snapshot reads in progress (``_row_chunks``): no TRUNCATE checkpoint meanwhile
         self._readers_lock = threading.Lock()
         if read_only:  # a Dask worker reading partitions of a store a server keeps (``open_store``)

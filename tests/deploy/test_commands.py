@@ -138,6 +138,16 @@ def test_capacity_smoke_measures_sqlite_and_postgres_replicas(tmp_path, capsys):
         assert "| PostgreSQL | 2 |" in out
 
 
+def test_services_smoke_stores_every_acknowledged_report_of_every_load(tmp_path, capsys):
+    """The benchmark fails (exit 1) if a load's 2xx reports are not all in the
+    store, or if more are stored than were sent (its own check)."""
+    assert main(["bench", "--services", "--smoke", "--out", str(tmp_path), "--data-dir", str(tmp_path / "none")]) == 0
+    out = capsys.readouterr().out
+    for connections in (4, 16):
+        assert f"Binary against JSON batches, 20,000 reports at {connections} connections, in this run:" in out
+    assert "| `sim_shuffler` | 1000 |" in out
+
+
 def test_shuffle_bench_smoke_compares_the_three_variants(tmp_path, capsys):
     assert main(["bench", "--model", "shuffle", "--smoke", "--out", str(tmp_path), "--data-dir", str(tmp_path / "none")]) == 0
     out = capsys.readouterr().out

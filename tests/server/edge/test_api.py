@@ -155,10 +155,12 @@ def test_server_stores_no_device_identity(server):
     httpx.post(server.url + f"/rounds/{rnd['id']}/reports", json=_messages(cfg, np.zeros((1, 8)))[0],
                headers={"X-Device-Id": "phone-42"})
     con = sqlite3.connect(server.db[len("sqlite:///"):])
-    cols = [r[1] for r in con.execute("PRAGMA table_info(report_rows)")]
-    # step: a continual event's step (also word 0 of its report), NULL on every other row
-    assert cols == ["round_seq", "message_id", "report", "step"]
-    assert con.execute("SELECT COUNT(*) FROM report_rows WHERE step IS NOT NULL").fetchone()[0] == 0
+    # step: a continual event's step (also word 0 of its report), NULL on every other row;
+    # new rows wait in the inbox until it is merged into report_rows
+    for table in ("report_rows", "report_inbox"):
+        assert [r[1] for r in con.execute(f"PRAGMA table_info({table})")] == ["round_seq", "message_id", "report", "step"]
+        assert con.execute(f"SELECT COUNT(*) FROM {table} WHERE step IS NOT NULL").fetchone()[0] == 0
+    assert con.execute("SELECT (SELECT COUNT(*) FROM report_rows) + (SELECT COUNT(*) FROM report_inbox)").fetchone()[0] == 1
     dump = "\n".join(con.iterdump())
     assert "phone-42" not in dump and "127.0.0.1" not in dump
 

@@ -1,0 +1,201 @@
+"""SQLite's inbox: new report rows wait in a small table and move into
+``report_rows`` in key order (``Store.inbox``). What a caller sees must not
+change: every row once, duplicates refused across both tables, counts and
+reads over both, and a crash at any point loses nothing acknowledged."""
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from shoal.client.encoder import encode_arrays
+from shoal.common.messages import new_message_id
+from shoal.common.tree_round import config_to_dict, derive_config
+from shoal.server.storage.sqlite import SQLiteStore
+from shoal.server.storage.store import StoreError
+
+
+def _batch(n: int, seed: int = 0):
+    cfg = derive_config(1000, 4, 2, 2.0, seed=1)
+    return cfg, encode_arrays(np.random.default_rng(seed).uniform(-0.4, 0.4, (n, 4)), cfg)
+
+
+def _tables(path) -> tuple[int, int]:
+    """(rows in report_rows, rows in the inbox), read from the file as an auditor would."""
+    con = sqlite3.connect(str(path))
+    try:
+        return (con.execute("SELECT COUNT(*) FROM report_rows").fetchone()[0],
+                con.execute("SELECT COUNT(*) FROM report_inbox").fetchone()[0])
+    finally:
+        con.close()
+
+
+def _store_with(tmp_path, cap: int):
+    store = SQLiteStore(str(tmp_path / "s.db"), inbox_rows=cap)
+    cfg, _ = _batch(1)
+    store.create_round("r1", config_to_dict(cfg))
+    return store
+
+
+def test_rows_wait_in_the_inbox_until_it_holds_its_cap_then_move_to_report_rows(tmp_path):
+    store = _store_with(tmp_path, cap=100)
+    _, first = _batch(60, seed=1)
+    assert store.add_reports("r1", [new_message_id() for _ in range(60)], first) == 60
+    assert _tables(tmp_path / "s.db") == (0, 60)
+    _, second = _batch(60, seed=2)
+    assert store.add_reports("r1", [new_message_id() for _ in range(60)], second) == 60
+    assert _tables(tmp_path / "s.db") == (120, 0)
+    _, third = _batch(10, seed=3)
+    store.add_reports("r1", [new_message_id() for _ in range(10)], third)
+    assert _tables(tmp_path / "s.db") == (120, 10)
+    assert store.count_reports("r1") == store.get_round("r1").reports == 130
+
+
+def test_a_retried_message_is_a_duplicate_whether_it_waits_in_the_inbox_or_was_merged(tmp_path):
+    store = _store_with(tmp_path, cap=100)
+    _, batch = _batch(80)
+    ids = [new_message_id() for _ in range(80)]
+    assert store.add_reports("r1", ids, batch) == 80
+    assert store.add_reports("r1", ids, batch) == 0  # all in the inbox
+    store.settle()
+    assert _tables(tmp_path / "s.db") == (80, 0)
+    assert store.add_reports("r1", ids, batch) == 0  # all merged
+    # half merged, half new, and the new half repeated inside the same group
+    _, more = _batch(40, seed=4)
+    fresh = [new_message_id() for _ in range(20)]
+    mixed = ids[:20] + fresh
+    assert store.add_report_groups([("r1", mixed, more), ("r1", mixed, more)]) == [20, 0]
+    assert store.count_reports("r1") == 100
+    assert len(store.message_ids("r1")) == len(set(store.message_ids("r1"))) == 100
+
+
+def test_a_group_as_large_as_the_inbox_goes_straight_to_report_rows_after_the_inbox(tmp_path):
+    store = _store_with(tmp_path, cap=100)
+    _, small = _batch(30, seed=1)
+    waiting = [new_message_id() for _ in range(30)]
+    store.add_reports("r1", waiting, small)
+    assert _tables(tmp_path / "s.db") == (0, 30)
+    _, bulk = _batch(120, seed=2)
+    bulk_ids = waiting[:10] + [new_message_id() for _ in range(110)]  # ten of them wait in the inbox
+    assert store.add_reports("r1", bulk_ids, bulk) == 110
+    assert _tables(tmp_path / "s.db") == (140, 0)
+    assert store.add_reports("r1", waiting, small) == 0
+    assert _tables(tmp_path / "s.db") == (140, 0)
+
+
+def test_reads_see_every_row_in_message_id_order_wherever_it_waited(tmp_path):
+    store = _store_with(tmp_path, cap=70)
+    cfg, batch = _batch(100)
+    ids = [new_message_id() for _ in range(100)]
+    store.add_reports("r1", ids[:60], batch.select(slice(0, 60)))
+    store.add_reports("r1", ids[60:80], batch.select(slice(60, 80)))  # merged: 80 in report_rows
+    store.add_reports("r1", ids[80:], batch.select(slice(80, 100)))  # waits in the inbox
+    assert _tables(tmp_path / "s.db") == (80, 20)
+    chunks = list(store.iter_reports("r1", chunk=32))
+    assert [len(c) for c in chunks] == [32, 32, 32, 4]
+    order = np.argsort(ids)
+    assert np.array_equal(np.concatenate([c.vec for c in chunks]), batch.vec[order])
+    assert store.message_ids("r1") == sorted(ids)
+    assert _tables(tmp_path / "s.db") == (100, 0)  # the read settled the inbox first
+
+
+def test_deleting_or_purging_a_round_removes_its_rows_from_both_tables(tmp_path):
+    store = _store_with(tmp_path, cap=50)
+    cfg, batch = _batch(70)
+    store.create_round("r2", config_to_dict(cfg))
+    store.add_reports("r1", [new_message_id() for _ in range(60)], batch.select(slice(0, 60)))  # merged
+    store.add_reports("r1", [new_message_id() for _ in range(10)], batch.select(slice(60, 70)))  # inbox
+    store.add_reports("r2", [new_message_id() for _ in range(5)], batch.select(slice(0, 5)))  # inbox
+    assert store.delete_round("r1")
+    assert _tables(tmp_path / "s.db") == (0, 5)
+    store.set_state("r2", "done")
+    assert store.purge_reports(before=time.time() + 1) == ["r2"]
+    assert _tables(tmp_path / "s.db") == (0, 0)
+    assert store.get_round("r2").reports == 0
+
+
+def test_rows_a_stopped_process_left_in_the_inbox_move_to_report_rows_when_the_store_opens(tmp_path):
+    store = _store_with(tmp_path, cap=1000)
+    _, batch = _batch(30)
+    store.add_reports("r1", [new_message_id() for _ in range(30)], batch)
+    assert _tables(tmp_path / "s.db") == (0, 30)
+    again = SQLiteStore(str(tmp_path / "s.db"))
+    assert _tables(tmp_path / "s.db") == (30, 0)
+    assert again.count_reports("r1") == 30
+
+
+def test_a_read_only_store_never_writes_its_readers_see_what_the_writer_settled(tmp_path):
+    store = _store_with(tmp_path, cap=1000)
+    _, batch = _batch(30)
+    store.add_reports("r1", [new_message_id() for _ in range(30)], batch)
+    reader = SQLiteStore(str(tmp_path / "s.db"), read_only=True)
+    assert sum(len(c) for c in reader.iter_reports("r1")) == 0  # a Dask worker reads report_rows alone
+    assert _tables(tmp_path / "s.db") == (0, 30)
+    store.settle()
+    assert sum(len(c) for c in reader.iter_reports("r1")) == 30
+
+
+@pytest.mark.parametrize("cap", [0, -5])
+def test_an_inbox_cap_below_one_is_refused(tmp_path, cap):
+    with pytest.raises(StoreError, match=f"inbox_rows must be >= 1, got {cap}"):
+        SQLiteStore(str(tmp_path / "s.db"), inbox_rows=cap)
+
+
+_WRITER = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from shoal.client.encoder import encode_arrays
+    from shoal.common.messages import new_message_id
+    from shoal.common.tree_round import config_to_dict, derive_config
+    from shoal.server.storage.sqlite import SQLiteStore
+    from shoal.server.storage.store import UnknownRound
+
+    store = SQLiteStore(sys.argv[1], inbox_rows=120)
+    cfg = derive_config(1000, 4, 2, 2.0, seed=1)
+    try:
+        store.get_round("r1")
+    except UnknownRound:
+        store.create_round("r1", config_to_dict(cfg))
+    batch = encode_arrays(np.random.default_rng(0).uniform(-0.4, 0.4, (50, 4)), cfg)
+    while True:
+        ids = [new_message_id() for _ in range(50)]
+        store.add_reports("r1", ids, batch)
+        print(" ".join(ids), flush=True)  # acknowledged: committed
+""")
+
+
+def test_a_writer_killed_at_any_point_of_its_merges_loses_no_acknowledged_row_and_stores_none_twice(tmp_path):
+    """SIGKILL a process that commits groups of 50 rows with a merge every
+    third group, at ten different moments; every group it acknowledged is
+    there once, in one table or the other."""
+    path = tmp_path / "s.db"
+    acknowledged: list[str] = []
+    for i in range(10):
+        proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(path)], stdout=subprocess.PIPE, text=True,
+                                env=dict(os.environ))
+        lines = []
+        deadline = time.monotonic() + 30
+        while len(lines) < 4 + 3 * i and time.monotonic() < deadline:  # kill after a varying number of groups
+            line = proc.stdout.readline()
+            if line:
+                lines.append(line)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        rest, _ = proc.communicate()
+        acknowledged += [m for line in lines + rest.splitlines() for m in line.split()]
+        assert len(lines) >= 4, "the writer never acknowledged its groups"
+    con = sqlite3.connect(str(path))
+    stored = [bytes(r[0]).hex() for r in con.execute(
+        "SELECT message_id FROM report_rows UNION ALL SELECT message_id FROM report_inbox")]
+    con.close()
+    assert len(stored) == len(set(stored))
+    assert set(acknowledged) <= set(stored)
+    assert len(stored) - len(acknowledged) <= 10 * 50  # at most the group in flight at each kill
+    store = SQLiteStore(str(path))
+    assert store.count_reports("r1") == len(stored)
