@@ -11,10 +11,12 @@ SQLite takes new rows into a small inbox table first (``inbox``), merged
 into ``report_rows`` in key order once it holds ``inbox_rows`` rows: message
 ids are random, so a commit straight into a round's rows rewrites a random
 page per row, and the bigger the round the more pages a commit writes
-(measured, 10^6 binary reports over HTTP: 107k reports/s against 218k at
-2 x 10^5). Counts and deletions see both tables; every ordered read
-(``iter_rows``, ``load_steps``, ``message_ids``) merges the inbox first
-(``settle``), so readers see one table.
+(before the inbox, binary batches over 16 connections: 99-108k reports/s
+into a round of 10^6 against ~200-260k into one of 2 x 10^5; with it,
+143-166k at 10^6; README, "Beyond one machine"). Counts and deletions see
+both tables; every ordered read (``iter_rows``, ``load_steps``,
+``message_ids``) merges the inbox first (``settle``), so readers see one
+table.
 
 The SQL both back ends share is here (which is why this module is over 300
 lines); ``sqlite.py`` and ``postgres.py`` hold their connections,
