@@ -72,8 +72,6 @@ class RoundsSettings:
     dask_scheduler: str = ""  # decodes sum their reports on this Dask scheduler ("": in this process)
 
 
-
-
 class RoundService:
     """One per server process: round states are cached here, and every state
     change goes through this object (the store arbitrates between replicas)."""
