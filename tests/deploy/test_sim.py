@@ -81,12 +81,14 @@ def test_sim_sketch_rounds_in_the_local_and_shuffle_models(capsys):
     # at 2,000), so this checks the path end to end and better than one center; the accuracy bound
     # of shuffle-model sketches is test_sketch_api's (4,000 devices, in process).
     base = ["sim", "--dataset", "city", "--encoder", "sketch", "--k", "4", "--eps", "1", "--json"]
-    # local: 10 devices of 200 records (ratio 0.41-0.89 over seeds 0-5; at 100 records 0.70-2.03)
-    assert main([*base, "--users", "2000", "--records-per-device", "200"]) == 0
+    # local: 10 devices of 300 records. Ratio to one center over 30 runs each (device noise from the
+    # OS): 0.11-0.41 at 300 records; 0.16-1.06 at 200, 2 of 30 above 1 (and one CI run at 1.09);
+    # 0.70-2.03 at 100 over seeds 0-5.
+    assert main([*base, "--users", "3000", "--records-per-device", "300"]) == 0
     local = json.loads(capsys.readouterr().out)
     assert local["devices"] == 10 and local["received"] == 10 and local["failed"] == 0
     assert local["privacy"]["model"] == "local" and local["privacy"]["device_epsilon"] == 1.0
-    assert local["diagnostics"]["records"] == 2000 and local["diagnostics"]["snr_estimated"] is not None
+    assert local["diagnostics"]["records"] == 3000 and local["diagnostics"]["snr_estimated"] is not None
     assert local["normalized_objective"] < local["trivial_objective"]
     assert main([*base, "--users", "1000", "--model", "shuffle", "--via-shuffler", "--min-batch", "500"]) == 0
     shuffled = json.loads(capsys.readouterr().out)
