@@ -437,7 +437,8 @@ class Store(abc.ABC):
         ``INSERT``s that skip ids already stored (``OR IGNORE`` / ``ON CONFLICT
         DO NOTHING``), and the database says how many it stored (SQLite's
         ``changes()``; PostgreSQL's ``RETURNING``, fetched in one round trip),
-        which is the group's new count; no lookup first. Every statement step releases and
+        which is the group's new count; no lookup first (SQLite's inbox statement
+        skips ids already merged by a lookup inside that one statement). Every statement step releases and
         re-takes the GIL, which under load costs up to a switch interval each
         (measured: row-by-row ``executemany`` made the commit thread the
         bottleneck), and a duplicate lookup before the insert read every key
