@@ -37,6 +37,9 @@ class SQLiteStore(Store):
 
     inbox = "report_inbox"
     inbox_rows = INBOX_ROWS
+    concat_reports = ("SELECT CAST(group_concat(report, x'') AS BLOB), count(*) FROM "
+                      "(SELECT report, message_id FROM report_rows WHERE {where} UNION ALL "
+                      "SELECT report, message_id FROM report_inbox WHERE {where} ORDER BY message_id)")
 
     def __init__(self, path: str, read_only: bool = False, inbox_rows: int | None = None) -> None:
         super().__init__()

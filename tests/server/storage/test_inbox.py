@@ -105,6 +105,26 @@ def test_reads_see_every_row_in_message_id_order_wherever_it_waited(tmp_path):
     assert _tables(tmp_path / "s.db") == (100, 0)  # the read settled the inbox first
 
 
+def test_a_step_close_reads_its_events_from_both_tables_in_message_id_order_and_writes_nothing(tmp_path):
+    store = SQLiteStore(str(tmp_path / "s.db"), inbox_rows=50)
+    store.create_round("c", {"kind": "continual"})
+    rows = np.arange(60 * 4, dtype=np.uint64).reshape(60, 4)
+    ids = [new_message_id() for _ in range(60)]
+    store.add_events("c", ids[:40], rows[:40])  # step 1, waits in the inbox
+    store.close_step("c", 10)
+    store.add_events("c", ids[40:], rows[40:])  # step 2: the inbox reaches 60 and is merged
+    store.close_step("c", 10)
+    store.add_events("c", [new_message_id() for _ in range(5)], rows[:5])  # step 3, in the inbox
+    assert _tables(tmp_path / "s.db") == (60, 5)
+    first = store.load_steps("c", 4, 1, 1)
+    both = store.load_steps("c", 4, 1, 3)
+    assert _tables(tmp_path / "s.db") == (60, 5)  # read, not merged
+    assert first.shape == (40, 4) and both.shape == (65, 4)
+    assert np.array_equal(np.sort(first[:, 1]), np.sort(rows[:40, 1]))
+    assert set(first[:, 0].tolist()) == {1} and sorted(set(both[:, 0].tolist())) == [1, 2, 3]
+    assert store.load_steps("c", 4, 3, 3).shape == (5, 4)
+
+
 def test_deleting_or_purging_a_round_removes_its_rows_from_both_tables(tmp_path):
     store = _store_with(tmp_path, cap=50)
     cfg, batch = _batch(70)
