@@ -14,9 +14,9 @@ page per row, and the bigger the round the more pages a commit writes
 (before the inbox, binary batches over 16 connections: 99-108k reports/s
 into a round of 10^6 against ~200-260k into one of 2 x 10^5; with it,
 143-166k at 10^6; README, "Beyond one machine"). Counts and deletions see
-both tables; every ordered read (``iter_rows``, ``load_steps``,
-``message_ids``) merges the inbox first (``settle``), so readers see one
-table.
+both tables, and so does a step's close (``load_steps``: a read that
+must not write); every decode read (``iter_rows``) and ``message_ids``
+merge the inbox first (``settle``), so they read one table.
 
 The SQL both back ends share is here (which is why this module is over 300
 lines); ``sqlite.py`` and ``postgres.py`` hold their connections,
