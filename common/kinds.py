@@ -25,9 +25,13 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shoal.common.errors import ConfigError
+from shoal.common.events import SecureSumEvent
+
+if TYPE_CHECKING:
+    from shoal.common.secure_sum import SecureSumParams
 
 # Rows a server decode reads from the store at a time (``Store.iter_rows``): a
 # decode holds one chunk and its accumulator, never the whole round. A tree
@@ -46,7 +50,7 @@ def decode_chunk_rows(row_bytes: int) -> int:
 LEGACY_KIND = "tree"
 _MODULES = ("shoal.common.tree_round", "shoal.common.sketch_round", "shoal.common.refine_round",
             "shoal.common.central_round", "shoal.common.partition_round",
-            "shoal.common.local_refine_round", "shoal.common.continual_round")
+            "shoal.common.local_refine_round", "shoal.common.continual_round", "shoal.common.elbow_round")
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,26 @@ def secure_sum_mixing(min_devices: int, shares: int) -> Mixing:
     return Mixing(min_devices * shares, False, shares)
 
 
+class SharesRound:
+    """Mixed into the config of a kind whose devices send only secure-sum shares
+    (refine, partition and elbow rounds): its event record and decode memory
+    follow from its ``secure_sum`` alone."""
+
+    secure_sum: SecureSumParams
+
+    @property
+    def event(self) -> SecureSumEvent:
+        s = self.secure_sum
+        return SecureSumEvent(s.epsilon, s.delta, s.min_devices, s.shares, s.noise)
+
+    def decode_bytes(self, devices: int | None = None) -> int:
+        """Memory a decode needs, in bytes: one chunk of stored shares
+        (``decode_chunk_rows`` of L + 1 words) and the running total."""
+        n = self.secure_sum.max_devices if devices is None else devices
+        width = self.secure_sum.length + 1
+        return 8 * (min(n * self.secure_sum.shares, decode_chunk_rows(8 * width)) + 1) * width
+
+
 @dataclass(frozen=True)
 class ConfigKind:
     """The shared half of a round kind, made of its config module's functions
@@ -85,6 +109,13 @@ class ConfigKind:
     dump: Callable[[Any], dict[str, Any]]  # the published dict, JSON-ready, with "kind"; parse inverts it
     event: Callable[[Any], object]  # the immutable record of the round's randomiser (common/events.py)
     mixing: Callable[[Any], Mixing]  # what the shuffler must do with the round's messages
+
+
+def shares_kind(name: str, parse: Callable[[dict[str, Any]], Any], dump: Callable[[Any], dict[str, Any]]) -> ConfigKind:
+    """The shared half of a :class:`SharesRound` kind: its event, and the shuffler's
+    secure-sum mixing of its shares."""
+    return ConfigKind(name, parse=lambda data: parse(dict(data)), dump=dump, event=lambda config: config.event,
+                      mixing=lambda config: secure_sum_mixing(config.secure_sum.min_devices, config.secure_sum.shares))
 
 
 _registry: dict[str, ConfigKind] = {}

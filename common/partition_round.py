@@ -52,8 +52,7 @@ from numpy.typing import NDArray
 
 from shoal.common.bounds import PublicBound, published, unpublished
 from shoal.common.errors import ConfigError
-from shoal.common.events import SecureSumEvent
-from shoal.common.kinds import ConfigKind, decode_chunk_rows, secure_sum_mixing
+from shoal.common.kinds import SharesRound, shares_kind
 from shoal.common.refine_round import bucket_slots, bucket_sum_params, check_bucket_sum
 from shoal.common.secure_sum import SecureSumParams
 
@@ -67,7 +66,7 @@ NOISE_GATE = 3.0  # a bucket whose noisy count is below this many noise sds is l
 
 
 @dataclass(frozen=True)
-class PartitionConfig:
+class PartitionConfig(SharesRound):
     """Public parameters of a partition round: the hyperplanes' seed and the secure sum."""
 
     round_id: str
@@ -98,16 +97,7 @@ class PartitionConfig:
         """(dim, bits) public normals, from the round's seed only."""
         return np.random.default_rng([self.seed, 3]).standard_normal((self.dim, self.bits))  # public: seed only
 
-    @property
-    def event(self) -> SecureSumEvent:
-        s = self.secure_sum
-        return SecureSumEvent(s.epsilon, s.delta, s.min_devices, s.shares, s.noise)
 
-    def decode_bytes(self, devices: int | None = None) -> int:
-        """One chunk of stored shares (``decode_chunk_rows`` of L + 1 words) and the running total."""
-        n = self.secure_sum.max_devices if devices is None else devices
-        width = self.secure_sum.length + 1
-        return 8 * (min(n * self.secure_sum.shares, decode_chunk_rows(8 * width)) + 1) * width
 
 
 def bucket_bits(n: int, dim: int, k: int, noise_std: float) -> int:
@@ -180,6 +170,4 @@ def partition_from_dict(data: dict[str, Any]) -> PartitionConfig:
 
 
 # The shared half of the partition kind (``common/kinds.py``).
-KIND = ConfigKind(NAME, parse=lambda data: partition_from_dict(dict(data)), dump=partition_to_dict,
-                  event=lambda config: config.event,
-                  mixing=lambda config: secure_sum_mixing(config.secure_sum.min_devices, config.secure_sum.shares))
+KIND = shares_kind(NAME, partition_from_dict, partition_to_dict)

@@ -45,8 +45,7 @@ from numpy.typing import NDArray
 
 from shoal.common.bounds import PublicBound, clip_to_ball, published, unpublished
 from shoal.common.errors import ConfigError
-from shoal.common.events import SecureSumEvent
-from shoal.common.kinds import ConfigKind, decode_chunk_rows, secure_sum_mixing
+from shoal.common.kinds import SharesRound, shares_kind
 from shoal.common.secure_sum import SecureSumParams
 from shoal.common.tree_round import derive_config
 
@@ -57,7 +56,7 @@ SPLIT_STEP = 1e-6  # how far a candidate sits from its parent center (unit ball)
 
 
 @dataclass(frozen=True)
-class RefineConfig:
+class RefineConfig(SharesRound):
     """Public parameters of a refine round: the parent's centers and the secure sum."""
 
     round_id: str
@@ -77,21 +76,11 @@ class RefineConfig:
         check_bucket_sum(s, self.dim)
         self.bound.check_dim(self.dim)
 
-    def decode_bytes(self, devices: int | None = None) -> int:
-        """Memory a decode needs, in bytes: one chunk of stored shares
-        (``decode_chunk_rows`` of L + 1 words) and the running total."""
-        n = self.secure_sum.max_devices if devices is None else devices
-        width = self.secure_sum.length + 1
-        return 8 * (min(n * self.secure_sum.shares, decode_chunk_rows(8 * width)) + 1) * width
 
     @property
     def center_array(self) -> NDArray[np.float64]:
         return np.asarray(self.centers, dtype=np.float64)
 
-    @property
-    def event(self) -> SecureSumEvent:
-        s = self.secure_sum
-        return SecureSumEvent(s.epsilon, s.delta, s.min_devices, s.shares, s.noise)
 
 
 def check_centers(what: str, k: int, dim: int, keep: int, centers: tuple[tuple[float, ...], ...]) -> None:
@@ -304,6 +293,4 @@ def refine_from_dict(data: dict[str, Any]) -> RefineConfig:
 
 
 # The shared half of the refine kind (``common/kinds.py``).
-KIND = ConfigKind(NAME, parse=lambda data: refine_from_dict(dict(data)), dump=refine_to_dict,
-                 event=lambda config: config.event,
-                 mixing=lambda config: secure_sum_mixing(config.secure_sum.min_devices, config.secure_sum.shares))
+KIND = shares_kind(NAME, refine_from_dict, refine_to_dict)

@@ -82,6 +82,12 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
         sm.add_argument("--horizon", type=int, default=64, help="--algorithm continual: steps of the stream")
         sm.add_argument("--levels", type=int, default=6, help="--algorithm continual: net levels")
         sm.add_argument("--delta", type=float, default=1e-6)
+        sm.add_argument("--centers", choices=("kmeans", "greedy"), default=None,
+                        help="tree rounds: greedy decodes a nettree round with seed 001's greedy (ordered centers, "
+                             "the first k' answer k', a coreset elbow); default the tree's weighted k-means")
+        sm.add_argument("--elbow", type=float, default=None, metavar="EPS",
+                        help="with --centers greedy and --via-shuffler: an elbow round at this central eps on the "
+                             "ordered centers (secure sums of every device's cost drops: the data's cost of every k')")
         sm.add_argument("--refine", type=float, default=None, metavar="EPS|SHARE",
                         help="--model shuffle: after the round, a refine round at central EPS (delta --delta, at least "
                              "--min-batch devices) through secure summation; needs --via-shuffler. --model local: keep "

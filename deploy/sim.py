@@ -29,6 +29,7 @@ import numpy as np
 
 from shoal.client.kinds import device_kind
 from shoal.common.binary_wire import CONTENT_TYPE, messages_to_binary
+from shoal.common.cost_drops import Z_OF, prefix_costs
 from shoal.common.envelope import seal
 from shoal.common.errors import ConfigError
 from shoal.common.kinds import kind_name, parse_config
@@ -166,36 +167,52 @@ class Services:
         self.tmp.cleanup()
 
 
-def _refine(args: argparse.Namespace, ds: Dataset, rid: str, server_url: str, shuffler_url: str,
-            op: dict[str, str], shuffler_token: str, ball: np.ndarray) -> dict[str, Any]:
-    """The refine round: every device sends its secure-sum shares (sealed one by
-    one, one submission each) to the shuffler; one flush mixes them all."""
+def _secure_sum_child(args: argparse.Namespace, ds: Dataset, rid: str, server_url: str, shuffler_url: str,
+                      op: dict[str, str], shuffler_token: str, what: str, eps: float) -> tuple[dict[str, Any], Any]:
+    """A round opened on the done round ``rid`` (``what``: "refine" or "elbow") whose
+    devices send secure-sum shares: every device's shares (sealed one by one, one
+    submission each) to the shuffler, one flush mixes them all, then the decode."""
     n = ds.points.shape[0]
-    r = httpx.post(f"{server_url}/rounds/{rid}/refine", headers=op, timeout=30,
-                   json={"epsilon": args.refine, "delta": args.delta, "min_devices": max(16, args.min_batch),
+    r = httpx.post(f"{server_url}/rounds/{rid}/{what}", headers=op, timeout=30,
+                   json={"epsilon": eps, "delta": args.delta, "min_devices": max(16, args.min_batch),
                          "max_devices": max(n, 100 * max(16, args.min_batch))})
     r.raise_for_status()
     rnd = r.json()
-    ref_id, cfg = rnd["id"], parse_config(rnd["config"])
+    child, cfg = rnd["id"], parse_config(rnd["config"])
     key = base64.b64decode(rnd["server_public_key"])
     # Every simulated device computes its own shares (vectorised here for speed).
     shares = device_kind(kind_name(rnd["config"])).simulate(cfg, ds.points, 1).shares
-    assert shares is not None, "a refine round's devices send secure-sum shares"
-    bodies, urls, heads = _to_shuffler(_parts_bodies(shares, key, ref_id, config_digest(rnd["config"], rnd["server_public_key"])),
-                                       f"{shuffler_url}/rounds/{ref_id}/messages", args.enrol_token)
+    assert shares is not None, f"a {what} round's devices send secure-sum shares"
+    bodies, urls, heads = _to_shuffler(_parts_bodies(shares, key, child, config_digest(rnd["config"], rnd["server_public_key"])),
+                                       f"{shuffler_url}/rounds/{child}/messages", args.enrol_token)
     t = time.perf_counter()
     failures = send_devices(bodies, urls, heads, args.concurrency, args.workers, not args.json)
     send_s = time.perf_counter() - t
-    f = httpx.post(f"{shuffler_url}/rounds/{ref_id}/flush", headers={"Authorization": f"Bearer {shuffler_token}"}, timeout=600)
+    f = httpx.post(f"{shuffler_url}/rounds/{child}/flush", headers={"Authorization": f"Bearer {shuffler_token}"}, timeout=600)
     f.raise_for_status()
-    r = httpx.post(f"{server_url}/rounds/{ref_id}/cluster", headers=op, timeout=600)
+    r = httpx.post(f"{server_url}/rounds/{child}/cluster", headers=op, timeout=600)
     r.raise_for_status()
     res = r.json()
-    return {
-        "round_id": ref_id, "failed": failures, "send_seconds": send_s, "devices": res["diagnostics"]["devices"],
-        "shares_per_device": cfg.secure_sum.shares, "privacy": res["privacy"], "centers": res["centers"],
-        "normalized_objective": kmeans_cost(ball, np.asarray(res["ball_centers"])) / n,
-    }
+    return {"round_id": child, "failed": failures, "send_seconds": send_s, "devices": res["diagnostics"]["devices"],
+            "shares_per_device": cfg.secure_sum.shares, "privacy": res["privacy"], "centers": res["centers"]}, res
+
+
+def _refine(args: argparse.Namespace, ds: Dataset, rid: str, server_url: str, shuffler_url: str,
+            op: dict[str, str], shuffler_token: str, ball: np.ndarray) -> dict[str, Any]:
+    """The refine round (``_secure_sum_child``) and its objective."""
+    out, res = _secure_sum_child(args, ds, rid, server_url, shuffler_url, op, shuffler_token, "refine", args.refine)
+    out["normalized_objective"] = kmeans_cost(ball, np.asarray(res["ball_centers"])) / ds.points.shape[0]
+    return out
+
+
+def _elbow(args: argparse.Namespace, ds: Dataset, rid: str, server_url: str, shuffler_url: str,
+           op: dict[str, str], shuffler_token: str, ball: np.ndarray) -> dict[str, Any]:
+    """The elbow round (``_secure_sum_child``) on a greedy round's ordered centers, and
+    the data's own cost of the same centers beside its curve (the simulator holds the data)."""
+    out, res = _secure_sum_child(args, ds, rid, server_url, shuffler_url, op, shuffler_token, "elbow", args.elbow)
+    centers = np.asarray(res["ball_centers"])
+    out.update(elbow=res["elbow"], data_cost=prefix_costs(ball, centers, Z_OF[res["elbow"]["objective"]]).sum(0).tolist())
+    return out
 
 
 def _local_refine(args: argparse.Namespace, ds: Dataset, fresh: np.ndarray, rid: str, server_url: str,
@@ -321,6 +338,14 @@ def run_sim(args: argparse.Namespace) -> int:
         print(f"shoal sim: in the local model --refine is the share of devices kept fresh for a local refine round, "
               f"in (0, 1); got {args.refine:g}", file=sys.stderr)
         return 2
+    if args.elbow is not None and (args.centers != "greedy" or not args.via_shuffler or args.model == "central"):
+        print("shoal sim: --elbow opens an elbow round on a greedy tree round's ordered centers through the "
+              "shuffler: it needs --centers greedy and --via-shuffler (not --model central)", file=sys.stderr)
+        return 2
+    if args.centers == "greedy" and (args.model == "central" or args.encoder not in ("auto", "nettree")):
+        print("shoal sim: --centers greedy decodes a nettree round (--encoder nettree or auto); the central "
+              "model's greedy is --algorithm greedy-001", file=sys.stderr)
+        return 2
     if (args.algorithm is not None and args.model != "central") or (args.model == "central" and args.encoder != "auto"):
         print("shoal sim: --algorithm belongs to --model central, which takes no --encoder", file=sys.stderr)
         return 2
@@ -375,6 +400,8 @@ def run_sim(args: argparse.Namespace) -> int:
                                    if args.model == "central" else {}),
                                 **({"tuning": {"max_devices": max(n, 100 * args.min_batch)}}
                                    if args.model == "shuffle" and args.encoder == "sketch" else {}),
+                                **({"encoder": "nettree", "tuning": {"tree": {"centers": "greedy"}}}
+                                   if args.centers == "greedy" else {}),
                                 "bound": {"radius": b.radius, "low": list(b.low) if b.low else None,
                                           "high": list(b.high) if b.high else None}}
         if args.n_expected:
@@ -478,6 +505,8 @@ def run_sim(args: argparse.Namespace) -> int:
             out["refine"] = _local_refine(args, ds, ds.points[fresh_rows], rid, server_url, op, ball)
         elif args.refine and shuffler_url:
             out["refine"] = _refine(args, ds, rid, server_url, shuffler_url, op, shuffler_token, ball)
+        if args.elbow and shuffler_url:
+            out["elbow_round"] = _elbow(args, ds, rid, server_url, shuffler_url, op, shuffler_token, ball)
         if args.json:
             print(json.dumps(out))
         elif local_refine and "refine" in out:
@@ -492,6 +521,17 @@ def run_sim(args: argparse.Namespace) -> int:
                   f"objective {rf['normalized_objective']:.5f}; composed central "
                   f"({rf['privacy']['central_epsilon']:.3f}, {rf['privacy']['delta']:g})")
             print(format_centers(rf["centers"], precision=3))
+        if "elbow_round" in out and not args.json:
+            el = out["elbow_round"]
+            costs = el["elbow"]["costs"]
+            inside = sum(abs(c["cost"] - t) <= c["band"] for c, t in zip(costs, el["data_cost"], strict=True))
+            print(f"  elbow round {el['round_id']}: {el['devices']} devices x {el['shares_per_device']} shares; "
+                  f"suggested k' = {el['elbow']['suggested_k']}; composed central "
+                  f"({el['privacy']['central_epsilon']:.3f}, {el['privacy']['delta']:g}); the band covers the "
+                  f"data's cost at {inside} of {len(costs)} k' ({el['elbow']['band_rule']})")
+            print("  cost per point of the first k' centers, released +- band / the data's: "
+                  + ", ".join(f"{c['k']}: {c['cost'] / n:.4g} +- {c['band'] / n:.2g} / {t / n:.4g}"
+                              for c, t in zip(costs, el["data_cost"], strict=True)))
         return 0
     finally:
         if services is not None:

@@ -4,7 +4,6 @@ and the total noise of all their shares drawn at once."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -13,21 +12,17 @@ from numpy.typing import NDArray
 
 from shoal.common.errors import ConfigError
 from shoal.common.secure_sum import SecureSumParams, fixed_point
+from shoal.server.decoders.elbow import noise_totals
 
 
 def simulated_total_noise(devices: int, params: SecureSumParams, rng: np.random.Generator) -> NDArray[np.int64]:
     """Simulation only, never sent: the total of ``devices`` devices' noise
-    shares drawn at once. Laplace law: NB(m / n_min) differences (sums of NB
-    add their shapes); Gaussian law: a rounded normal of the same variance
-    m S, which the sum of m >> 1 discrete Gaussians matches to within KLS's
-    tau. Devices draw their shares exactly (``secure_sum.noise_shares``);
-    added to the exact sum of their ``fixed_point`` vectors, this is what
-    ``decode_total`` would return times ``scale`` (no overflow is possible)."""
-    if params.noise == "gaussian":
-        return np.rint(rng.normal(0.0, math.sqrt(devices * params.sigma_sq), size=params.length)).astype(np.int64)
-    r, p = devices / params.min_devices, 1.0 - params.alpha
-    return (rng.negative_binomial(r, p, size=params.length)
-            - rng.negative_binomial(r, p, size=params.length)).astype(np.int64)
+    shares drawn at once (``server/decoders/elbow.noise_totals``: the laws'
+    exact totals, which an elbow round's band draws too). Devices draw their
+    shares exactly (``secure_sum.noise_shares``); added to the exact sum of
+    their ``fixed_point`` vectors, this is what ``decode_total`` would return
+    times ``scale`` (no overflow is possible)."""
+    return noise_totals(devices, params, (params.length,), rng)
 
 
 def summed_in_process(points: NDArray[np.float64], contributions: Callable[[NDArray[np.float64], Any], NDArray[np.float64]],

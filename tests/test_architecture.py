@@ -102,7 +102,7 @@ def test_no_module_is_over_300_lines_without_saying_why():
 
 def test_the_three_halves_of_every_kind_are_registered_under_one_name():
     assert set(config_kinds()) == set(DEVICE_KINDS) == set(SERVER_KINDS) == {"tree", "sketch", "refine", "central", "local_refine",
-                                                                               "partition", "continual"}
+                                                                               "partition", "continual", "elbow"}
 
 
 def test_every_encoder_the_edge_accepts_is_served_by_one_kind():

@@ -100,13 +100,15 @@ def stored_message_ids(db_url: str, round_id: str) -> list[str]:
     return [str(r[0]).lower() for r in rows]
 
 
-def done_tree_round(server, points) -> tuple[str, dict]:
+def done_tree_round(server, points, **body_changes) -> tuple[str, dict]:
     """A local lsh tree round (k=3) of ``points``' devices, reported and clustered
-    over the server's socket: its id and result (refine rounds open on it)."""
+    over the server's socket: its id and result (refine rounds open on it).
+    ``body_changes`` replace fields of the POST /rounds body."""
     from shoal.client.encoder import encode_arrays
     from shoal.common.tree_round import config_from_dict
 
     body = {"k": 3, "dim": points.shape[1], "epsilon": 8.0, "n_expected": points.shape[0], "encoder": "lsh"}
+    body.update(body_changes)
     rnd = httpx.post(server.url + "/rounds", json=body, headers=server.op_headers()).json()
     cfg = config_from_dict(rnd["config"])
     msgs = [m.model_dump(mode="json") for m in encode_arrays(points, cfg).to_messages()]
@@ -116,3 +118,26 @@ def done_tree_round(server, points) -> tuple[str, dict]:
     r = httpx.post(server.url + f"/rounds/{rnd['id']}/cluster", headers=server.op_headers(), timeout=120)
     assert r.status_code == 200, r.text
     return rnd["id"], r.json()
+
+
+def send_shares(server, round_json, points, seed=0) -> None:
+    """A secure-sum round's shares of ``points``' devices (each device's contribution
+    by the round kind's device half), sealed and posted as the shuffler forwards them."""
+    import base64
+
+    import numpy as np
+
+    from shoal.client.kinds import device_kind
+    from shoal.common.kinds import kind_name, parse_config
+    from shoal.common.messages import sealed_share_parts
+    from shoal.common.secure_sum import encode_devices
+
+    cfg = parse_config(round_json["config"])
+    contributions = device_kind(kind_name(round_json["config"])).contributions
+    shares = encode_devices(contributions(points, cfg), cfg.secure_sum, np.random.default_rng(seed))
+    key = base64.b64decode(round_json["server_public_key"])
+    sealed = [p for parts in sealed_share_parts(shares, key, round_json["id"]) for p in parts]
+    sealed = [sealed[i] for i in np.random.default_rng(seed + 1).permutation(len(sealed))]
+    for lo in range(0, len(sealed), 5000):
+        assert httpx.post(server.url + f"/rounds/{round_json['id']}/shuffled", json={"sealed": sealed[lo:lo + 5000]},
+                          headers={"Authorization": f"Bearer {server.shuffler}"}, timeout=60).status_code == 202

@@ -8,14 +8,24 @@ sim`` find it here by the config's kind and never look at config types.
 
 from __future__ import annotations
 
-from shoal.client.kinds import central, continual, local_refine, partition, refine, sketch, tree
+from shoal.client.kinds import (
+    central,
+    continual,
+    elbow,
+    local_refine,
+    partition,
+    refine,
+    sketch,
+    tree,
+)
 from shoal.client.kinds.base import DeviceKind, Simulated
 from shoal.common.errors import ConfigError
 
 __all__ = ["DEVICE_KINDS", "DeviceKind", "Simulated", "device_kind"]
 
 DEVICE_KINDS: dict[str, DeviceKind] = {k.name: k for k in (tree.KIND, sketch.KIND, refine.KIND, central.KIND,
-                                                       partition.KIND, local_refine.KIND, continual.KIND)}
+                                                       partition.KIND, local_refine.KIND, continual.KIND,
+                                                       elbow.KIND)}
 
 
 def device_kind(name: str) -> DeviceKind:

@@ -20,14 +20,15 @@ n points at once.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from shoal.common.cost_drops import prefix_costs
 from shoal.common.errors import ConfigError
 from shoal.common.nets import LatticeNet, node_space
 from shoal.common.tree_round import RoundConfig
-from shoal.server.decoders.central.greedy import prefix_costs
 from shoal.server.decoders.greedy_order import coreset_elbow
 from shoal.server.decoders.tree.greedy_centers import Coreset
 
@@ -65,3 +66,33 @@ def exact_curves(cfg: RoundConfig, x_ball: np.ndarray, core: Coreset) -> dict[st
             "covers_exact_counts": int((np.abs(released - on_counts) <= band).sum()),
             "covers_data": int((np.abs(released - data_cost) <= band).sum()),
             "coreset_share": float(exact.sum() / x_ball.shape[0])}
+
+
+def plot_elbows(panels: list[dict[str, Any]], path: Path, ylabel: str) -> None:
+    """One panel per run: the released cost of k' = 1..k with its band (shaded) and the
+    data's exact cost of the same centers (dots), the suggested k' marked; a log y axis
+    (costs span decades), symlog where a band reaches below 0 (noisy costs past the knee)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False)
+    for ax, p in zip(axes[0], panels, strict=True):
+        ks = np.arange(1, len(p["cost"]) + 1)
+        cost, band = np.asarray(p["cost"]), np.asarray(p["band"])
+        ax.fill_between(ks, cost - band, cost + band, alpha=0.3, label="band")
+        ax.plot(ks, cost, "-", label="released cost")
+        ax.plot(ks, p["truth"], "k.", label="data's cost")
+        ax.axvline(p["suggested"], color="r", ls=":", label=f"suggested k' = {p['suggested']}")
+        if float((cost - band).min()) > 0:
+            ax.set_yscale("log")
+        else:
+            ax.set_yscale("symlog", linthresh=max(float(band.max()), 1e-12))
+        ax.set_xlabel("k'")
+        ax.set_title(p["title"], fontsize=9)
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel(ylabel)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -33,14 +33,18 @@ printing; apart they would repeat them.
 
 ``--model shuffle`` (``run_shuffle``): the elbow in the shuffle model, the
 issue's second elbow measurement: the paper generator (k_true = 8, d =
-100) at n = ``--ns`` (default 1e6), a nettree round at central eps 1,
-delta 1e-6 with one batch of all n, asked for k = 16 and decoded with
-``tree.centers = "greedy"``; devices are simulated by the encoder's
+100) at n = ``--ns`` (default 1e6) asked for k = 16, central eps 1, delta
+1e-6 in all: a nettree round (one batch of all n, ``tree.centers =
+"greedy"``) at 1 - ``ELBOW_SHARE`` of it, then an elbow round
+(``common/elbow_round.py``) on its ordered centers at ``ELBOW_SHARE``,
+whose curve and band are checked against the data's cost of the same
+centers; devices are simulated by the encoder's
 simulation path (``encode_arrays(..., wire=False)``: the decoded vectors
 drawn from the wire path's distribution, which ``tests/common/
 test_privunit.py`` checks; the wire path's PrivUnit at N = 4096
 candidates would take ~70 minutes a seed here). Reports the suggested k'
-per seed and the coreset curve with its band; then the objective of the
+per seed of both curves (the elbow round's, and the tree's coreset curve
+with its band); then the objective of the
 greedy against the k-means centers on the same reports (``tree_rows``):
 the paper generator at n in the local and shuffle models (seeds 1-3),
 Uber and letter in the shuffle model (seeds 1-9).
@@ -58,13 +62,17 @@ import numpy as np
 
 from shoal.client.encoder import encode_arrays
 from shoal.common.central_round import derive_central
+from shoal.common.cost_drops import prefix_costs
+from shoal.common.elbow_round import ELBOW_DELTA_SHARE, ELBOW_SHARE, derive_elbow
+from shoal.common.elbow_round import contributions as elbow_contributions
 from shoal.common.tree_round import derive_config
 from shoal.deploy.bench.accuracy import machine
-from shoal.deploy.bench.elbow_band import exact_curves
+from shoal.deploy.bench.elbow_band import exact_curves, plot_elbows
 from shoal.deploy.bench.results import write_results
 from shoal.deploy.datasets import Dataset, load_letter, load_uber, paper_mixture
-from shoal.server.decoders.central.greedy import prefix_costs
+from shoal.deploy.summed import summed_in_process
 from shoal.server.decoders.central.pipeline import Merged, central_kmeans, reduce_parts
+from shoal.server.decoders.elbow import elbow_from_drops
 from shoal.server.decoders.tree.accumulate import LevelAccumulator
 from shoal.server.decoders.tree.decoder import TreeDecoder
 
@@ -93,7 +101,8 @@ def elbow_rows(n: int, seeds: tuple[int, ...]) -> list[dict[str, Any]]:
         covered = sum(abs(e["cost"] - c) <= e["band"] for e, c in zip(fit.elbow, exact, strict=True))
         rows.append({"seed": seed, "n": n, "k_true": ds.k, "k": 2 * ds.k, "suggested_k": fit.suggested_k,
                      "objective_first_k_true": _objective(x, fit.centers[:ds.k]), "band_covers": int(covered),
-                     "curve": [e["cost"] / n for e in fit.elbow]})
+                     "curve": [e["cost"] / n for e in fit.elbow], "band": [e["band"] / n for e in fit.elbow],
+                     "exact": (exact / n).tolist()})
     return rows
 
 
@@ -273,6 +282,7 @@ def _markdown(elbow: list[dict[str, Any]], objective: list[dict[str, Any]], seed
              f"machine: {machine()}; delta = {DELTA:g}; seeds {','.join(map(str, seeds))} (data, public and "
              "private draws all from the seed); `deploy/bench/greedy.py`", "",
              "## Elbow: the paper generator, k_true = 8, asked for k = 16, eps = 1", "",
+             "Curves with their bands and the exact cost per seed: `greedy_elbow.png`.", "",
              "| seed | n | suggested k' | objective of the first 8 | band covers the exact cost at | "
              "cost per point, k' = 1..16 |", "|---|---|---|---|---|---|"]
     for r in elbow:
@@ -295,13 +305,20 @@ def _markdown(elbow: list[dict[str, Any]], objective: list[dict[str, Any]], seed
 
 
 def shuffle_elbow_rows(n: int, seeds: tuple[int, ...]) -> list[dict[str, Any]]:
+    """Per seed: a greedy tree round at (1 - ELBOW_SHARE) of central (1, DELTA), its
+    coreset elbow checked by ``elbow_band.exact_curves``, then an elbow round
+    (``common/elbow_round.py``) at ELBOW_SHARE on its ordered centers, summed
+    in-process (``deploy/summed.py``: the devices' fixed-point drops exactly, the
+    total noise of their shares at once), against the data's cost of the same centers."""
     rows = []
+    eps_tree, eps_elbow = 1.0 - ELBOW_SHARE, ELBOW_SHARE
+    delta_tree, delta_elbow = DELTA * (1 - ELBOW_DELTA_SHARE), DELTA * ELBOW_DELTA_SHARE
     for seed in seeds:
         ds = paper_mixture(n, seed=seed)
         x = ds.bound.to_ball(ds.points)
         t = time.perf_counter()
-        cfg = derive_config(n, x.shape[1], 2 * ds.k, 1.0, encoder="nettree", bound=ds.bound, seed=seed + 10,
-                            model="shuffle", delta=DELTA, min_batch=n)
+        cfg = derive_config(n, x.shape[1], 2 * ds.k, eps_tree, encoder="nettree", bound=ds.bound, seed=seed + 10,
+                            model="shuffle", delta=delta_tree, min_batch=n)
         cfg = cfg.with_overrides(tree=replace(cfg.tree, centers="greedy"))
         acc = LevelAccumulator(cfg)
         rng = np.random.default_rng([seed, 7])
@@ -322,21 +339,53 @@ def shuffle_elbow_rows(n: int, seeds: tuple[int, ...]) -> list[dict[str, Any]]:
             band.update({key: check[key] for key in ("exact_counts", "data_projected", "coreset_share",
                                                      "covers_exact_counts", "covers_data")},
                         covers_exact_counts_to_suggested=int(covered[:upto].sum()))
+        t = time.perf_counter()
+        ecfg = derive_elbow("tree", res.ball_centers, ds.bound, "kmeans", eps_elbow, delta_elbow, n)
+        drops = summed_in_process(ds.points, elbow_contributions, ecfg, "elbow", np.random.SeedSequence([seed, 31]),
+                                  chunk=50_000)
+        curve, suggested, terms = elbow_from_drops(drops, ecfg.secure_sum, n)
+        data_cost = prefix_costs(x, ecfg.center_array, 2).sum(0)
+        released = np.array([c["cost"] for c in curve])
+        inside = np.abs(released - data_cost) <= np.array([c["band"] for c in curve])
         rows.append({"seed": seed, "n": n, "k_true": ds.k, "k": 2 * ds.k, "levels": cfg.levels,
                      "local_eps_hist": cfg.eps_hist, "local_eps_vec": cfg.eps_vec,
                      "suggested_k": elbow.get("suggested_k"),
                      "objective_first_k_true": _objective(x, res.ball_centers[:ds.k]),
                      "curve": [c["cost"] for c in costs], "band": [c["band"] for c in costs],
-                     "seconds": seconds, **band})
+                     "seconds": seconds, **band,
+                     "elbow_round": {"epsilon": eps_elbow, "delta": delta_elbow, "noise": ecfg.secure_sum.noise,
+                                     "suggested_k": suggested, "costs": released.tolist(),
+                                     "band": [c["band"] for c in curve], "data_cost": data_cost.tolist(),
+                                     "covers_all": int(inside.sum()), "covers_to_suggested": int(inside[:suggested].sum()),
+                                     "drop_sd": terms["drop_sd"], "band_z": terms["band_z"],
+                                     "seconds": time.perf_counter() - t}})
     return rows
 
 
 def _elbow_markdown(rows: list[dict[str, Any]]) -> list[str]:
-    """The shuffle-model elbow per seed, and its band against the same curve on the coreset
-    nodes' exact counts and against the data's projected cost (``elbow_band.py``)."""
-    lines = ["| seed | levels | local eps (hist, vec) | suggested k' | objective of the first 8 | band covers the "
-             "exact-count curve: all k', k' <= suggested | band covers the data's projected cost | points in "
-             "coreset nodes | seconds |", "|---|---|---|---|---|---|---|---|---|"]
+    """The shuffle-model elbow per seed: the elbow round's curve against the data's cost,
+    and the tree round's coreset curve against the same curve on the coreset nodes' exact
+    counts and against the data's projected cost (``elbow_band.py``)."""
+    lines = [f"Budget: the tree round at central eps {1 - ELBOW_SHARE:g}, delta {DELTA * (1 - ELBOW_DELTA_SHARE):g}; "
+             f"the elbow round at eps {ELBOW_SHARE:g}, delta {DELTA * ELBOW_DELTA_SHARE:g} (basic composition: "
+             f"eps 1, delta {DELTA:g}).", "",
+             "### The elbow round: the data's cost of the greedy's first k' centers (unit ball), summed securely", "",
+             "| seed | suggested k' | objective of the first 8 | band covers the data's cost: all k', k' <= suggested "
+             "| band (z sds, simultaneous 0.95) | one drop's noise sd | seconds |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        e = r["elbow_round"]
+        lines.append(f"| {r['seed']} | {e['suggested_k']} | {r['objective_first_k_true']:.3g} | "
+                     f"{e['covers_all']}/{len(e['costs'])}, {e['covers_to_suggested']}/{e['suggested_k']} | "
+                     f"{e['band_z']:.2f} | {e['drop_sd']:.3g} | {e['seconds']:.0f} |")
+    lines += ["", "Per seed, k' = 1..16: released cost (band) / the data's cost, same centers:", ""]
+    for r in rows:
+        e = r["elbow_round"]
+        lines.append(f"- seed {r['seed']}: " + ", ".join(
+            f"{c:.4g} ({b:.2g}) / {d:.4g}" for c, b, d in zip(e["costs"], e["band"], e["data_cost"], strict=True)))
+    lines += ["", "### The tree round's own elbow (its coreset, post-processing, no budget)", "",
+              "| seed | levels | local eps (hist, vec) | suggested k' | objective of the first 8 | band covers the "
+              "exact-count curve: all k', k' <= suggested | band covers the data's projected cost | points in "
+              "coreset nodes | seconds |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         k = len(r["curve"])
         if "exact_counts" not in r:
@@ -375,7 +424,8 @@ def run_shuffle(args: argparse.Namespace) -> int:
     lines = ["# shoal bench --greedy --model shuffle", "",
              f"machine: {machine()}; the paper generator (k_true = 8, d = 100), n = {n}, k = 16, nettree, shuffle "
              f"model at central eps = 1, delta = {DELTA:g}, one batch of n; tree.centers = greedy; simulated "
-             "devices (encode_arrays wire=False); `deploy/bench/greedy.py`", ""] + _elbow_markdown(rows)
+             "devices (encode_arrays wire=False; the elbow round's sum in-process, deploy/summed.py); "
+             "`deploy/bench/greedy.py`; the elbow round's curves: `greedy_shuffle_elbow.png`", ""] + _elbow_markdown(rows)
     lines += ["", "## Objective at the true k: the same simulated reports, k-means centers (default) or the "
               "greedy's", "", "Shuffle model: central eps, delta 1e-6, one batch of all n; the paper generator at "
               f"n = {n} (data seed 1) in both models, seeds 1-3; Uber and letter in the shuffle model, seeds "
@@ -385,6 +435,10 @@ def run_shuffle(args: argparse.Namespace) -> int:
     print(text)
     if not args.smoke and args.out is not None:
         write_results(args.out, "greedy_shuffle", text, {"rows": rows, "objective": cells, "per_seed": tree})
+        plot_elbows([{"title": f"elbow round, paper n={n}, seed {r['seed']}", "cost": r["elbow_round"]["costs"],
+                      "band": r["elbow_round"]["band"], "truth": r["elbow_round"]["data_cost"],
+                      "suggested": r["elbow_round"]["suggested_k"]} for r in rows],
+                    args.out / "greedy_shuffle_elbow.png", "cost of the first k' centers (sum, unit ball)")
     return 0
 
 
@@ -445,4 +499,7 @@ def run(args: argparse.Namespace) -> int:
     if not smoke:
         write_results(args.out, "greedy", text, {"elbow": elbow, "objective": objective, "tree": tree,
                                                  "tree_per_seed": per_seed})
+        plot_elbows([{"title": f"curator, paper n={r['n']}, seed {r['seed']}", "cost": r["curve"], "band": r["band"],
+                      "truth": r["exact"], "suggested": r["suggested_k"]} for r in elbow],
+                    args.out / "greedy_elbow.png", "cost of the first k' centers per point (unit ball)")
     return 0

@@ -28,7 +28,7 @@ from shoal.common.messages import (
     PointMessage,
     SketchMessage,
 )
-from shoal.server.rounds.kinds import RefineRequest, RoundRequest
+from shoal.server.rounds.kinds import ElbowRequest, RefineRequest, RoundRequest
 
 
 class BoundIn(BaseModel):
@@ -224,6 +224,30 @@ class ClusterIn(BaseModel):
         "default: the server's SHOAL_DASK_SCHEDULER (server/rounds/reduction.py)"))
 
 
+class ElbowIn(BaseModel):
+    """An elbow round on a done round's ordered centers (``common/elbow_round.py``):
+    each device's cost drops to the first k' centers through secure summation
+    (shuffle model, no local guarantee), composed with the parent's budget."""
+
+    model_config = ConfigDict(extra="forbid")
+    epsilon: float = Field(gt=0, le=50, description="central epsilon of the elbow round, composed with the parent's")
+    delta: float = Field(gt=0, lt=1, description="delta of the elbow round (its secure sum's)")
+    min_devices: int = Field(ge=16, le=10**9, description="fewest devices whose noise shares give the guarantee")
+    max_devices: int | None = Field(None, ge=16, le=10**9, description="most devices decoded (overflow bound); "
+                                                                      "default 100 x min")
+
+    def to_request(self) -> ElbowRequest:
+        return ElbowRequest(self.epsilon, self.delta, self.min_devices, self.max_devices)
+
+    @model_validator(mode="after")
+    def _order(self) -> ElbowIn:
+        if not math.isfinite(self.epsilon):
+            raise ValueError("epsilon must be finite")
+        if self.max_devices is not None and self.max_devices < self.min_devices:
+            raise ValueError("max_devices must be >= min_devices")
+        return self
+
+
 class RefineIn(BaseModel):
     """A refine round on a done round's centers: one Lloyd step, through secure
     summation (shuffle model) or from fresh devices' eps-LDP reports (local)."""
@@ -361,7 +385,7 @@ class PrivacyOut(BaseModel):
 class ElbowCostOut(BaseModel):
     k: int = Field(description="k': the first k' centers of the ordered answer")
     cost: float = Field(description="their private cost (sum over points, in the unit ball's units)")
-    band: float = Field(description="two standard deviations of that cost's noise")
+    band: float = Field(description="half-width of the cost's noise band (ElbowOut.band_rule says what it covers)")
 
 
 class ElbowOut(BaseModel):
@@ -372,6 +396,8 @@ class ElbowOut(BaseModel):
     objective: Literal["kmeans", "kmedian"]
     units: str
     rule: str = Field(description="how suggested_k is chosen")
+    band_rule: str = Field("two standard deviations of each cost's noise, k' by k'", description=(
+        "what the band covers: elbow rounds' bands hold every k' at once with the stated probability"))
 
 
 class StepOut(BaseModel):

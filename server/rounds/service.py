@@ -39,12 +39,14 @@ from shoal.common.signing import identity_path, load_or_create_signing_key
 from shoal.server.rounds import leases, reduction
 from shoal.server.rounds.kinds import (
     SERVER_KINDS,
+    ElbowRequest,
     RefineRequest,
     RoundRequest,
     ServerKind,
     for_encoder,
     server_kind,
 )
+from shoal.server.rounds.kinds.elbow import KIND as ELBOW
 from shoal.server.rounds.kinds.local_refine import KIND as LOCAL_REFINE
 from shoal.server.rounds.kinds.local_refine import LocalRefineServer
 from shoal.server.rounds.kinds.refine import KIND as REFINE
@@ -139,6 +141,18 @@ class RoundService:
         round_id = secrets.token_hex(8)
         return self._store_new(round_id, child, child.derive_child(parent_id, parent.result, cfg.bound, request, round_id))
 
+    def create_elbow(self, parent_id: str, request: ElbowRequest) -> RoundRow:
+        """An elbow round on a done round's ordered centers (``rounds/kinds/elbow.py``)."""
+        parent = self.store.get_round(parent_id)
+        kind, cfg = self.round(parent_id)
+        if kind is ELBOW:
+            raise ConfigError(f"round {parent_id} is an elbow round: it already costs every k' of its parent "
+                              f"{cfg.parent_id}'s centers")
+        if parent.state != "done" or parent.result is None:
+            raise RoundStateError(f"round {parent_id} is {parent.state}: an elbow round needs its centers (state done)")
+        round_id = secrets.token_hex(8)
+        return self._store_new(round_id, ELBOW, ELBOW.derive_child(parent_id, parent.result, cfg.bound, request, round_id))
+
     def _store_new(self, round_id: str, kind: ServerKind, cfg: Any) -> RoundRow:
         need, budget = cfg.decode_bytes(), self.settings.decode_memory_bytes
         if need > budget:
@@ -163,8 +177,12 @@ class RoundService:
         kind, cfg = self.round(round_id)
         return kind.privacy(cfg)
 
-    def configs(self, kind: str) -> list[tuple[str, Any]]:
-        return [(row.id, parse_config(row.config)) for row in self.store.list_rounds() if kind_name(row.config) == kind]
+    def children(self, parent_id: str) -> list[tuple[str, str, Any]]:
+        out = []
+        for row in self.store.list_rounds():
+            if row.config.get("parent_id") == parent_id:
+                out.append((row.id, kind_name(row.config), parse_config(row.config)))
+        return sorted(out, key=lambda c: c[0])
 
     def state(self, round_id: str) -> str:
         """The round's state (cached; UnknownRound if there is no such round)."""

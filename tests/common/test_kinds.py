@@ -9,6 +9,7 @@ import pytest
 from shoal.common.bounds import PublicBound
 from shoal.common.central_round import derive_central_round
 from shoal.common.continual_round import derive_continual_round
+from shoal.common.elbow_round import derive_elbow
 from shoal.common.errors import ConfigError
 from shoal.common.kinds import Mixing, config_kinds, dump_config, kind_name, parse_config
 from shoal.common.refine_round import derive_refine
@@ -25,6 +26,7 @@ def _configs():
         "sketch shuffle": derive_sketch_round(10_000, 3, 4, 1.0, bound=bound, seed=7, model="shuffle", delta=1e-6,
                                               min_devices=1000),
         "refine": derive_refine("parent", np.eye(3)[:2] * 0.5, bound, 1.0, 1e-7, 100),
+        "elbow": derive_elbow("parent", np.eye(3)[:2] * 0.5, bound, "kmedian", 0.1, 1e-8, 100),
         "central 003": derive_central_round(10_000, 3, 4, 1.0, 1e-6, bound, algorithm="maxcover-003", seed=3),
         "central 000": derive_central_round(10_000, 20, 4, 1.0, 1e-6, bound, algorithm="maxcover-000", seed=3),
         "continual pure": derive_continual_round(2, 3, 1.0, 0.0, PublicBound(radius=2.0), horizon=64, seed=5),
@@ -49,7 +51,7 @@ def test_the_shuffler_releases_tree_and_local_sketch_rounds_in_batches_of_their_
     assert sketch.mixing(c["sketch local"]) == Mixing(0, True, 1)
 
 
-@pytest.mark.parametrize("name", ["sketch shuffle", "refine"])
+@pytest.mark.parametrize("name", ["sketch shuffle", "refine", "elbow"])
 def test_secure_sum_rounds_mix_every_share_of_min_devices_in_one_flush(name):
     cfg = _configs()[name]
     ss = cfg.secure_sum

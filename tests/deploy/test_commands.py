@@ -360,6 +360,7 @@ def test_greedy_shuffle_smoke_prints_how_it_ran_and_a_row_per_seed(tmp_path, cap
     out = capsys.readouterr().out
     assert "machine:" in out and "n = 20000" in out and "central eps = 1" in out and "wire=False" in out
     assert next(line for line in out.splitlines() if line.startswith("| 0 | "))
+    assert "The elbow round" in out and "tree round at central eps 0.9" in out  # a second round, eps 1 in all
     # both decoders on the same reports, both models
     assert "| paper | local | 20000 | 100 | 8 | 4 |" in out and "| paper | shuffle | 20000 | 100 | 8 | 4 |" in out
     assert not (tmp_path / "greedy_shuffle.md").exists()  # smoke runs write nothing

@@ -51,6 +51,30 @@ def test_sim_refine_round_through_the_shuffler(capsys):
     assert rf["normalized_objective"] < min(out["normalized_objective"], out["trivial_objective"])
 
 
+def test_sim_elbow_round_on_a_greedy_round_through_the_shuffler(capsys):
+    """A shuffle-model nettree round decoded by the greedy (ordered centers), then an
+    elbow round whose devices' cost drops go through the shuffler as secure-sum shares."""
+    args = ["sim", "--users", "800", "--dataset", "city", "--eps", "4", "--delta", "1e-6", "--model", "shuffle",
+            "--via-shuffler", "--min-batch", "200", "--centers", "greedy", "--elbow", "1", "--json"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["encoder"] == "nettree" and out["elbow"]["objective"] == "kmeans"  # the tree's own coreset elbow
+    el = out["elbow_round"]
+    assert el["failed"] == 0 and el["devices"] == 800
+    assert el["privacy"]["central_epsilon"] == pytest.approx(out["privacy"]["central_epsilon"] + 1)
+    costs = el["elbow"]["costs"]
+    assert len(costs) == len(el["data_cost"]) == len(out["centers"])
+    # The band holds every k' at once with probability 0.95; twice the band fails with ~1e-7.
+    assert all(abs(c["cost"] - t) <= 2 * c["band"] for c, t in zip(costs, el["data_cost"], strict=True))
+
+
+def test_sim_refuses_an_elbow_round_without_ordered_centers(capsys):
+    args = ["sim", "--users", "100", "--dataset", "city", "--eps", "4", "--model", "shuffle", "--via-shuffler",
+            "--elbow", "1"]
+    assert main(args) == 2
+    assert "--centers greedy" in capsys.readouterr().err
+
+
 def test_sim_local_refine_round_on_fresh_devices(capsys):
     """Local model: 70% of the devices answer the tree round, the other 30% a
     local refine round at the same eps, each one eps-LDP report."""

@@ -41,7 +41,9 @@ copy lost its formulas; every constant below is shoal's and named):
   discrete Laplace noise. cost(k') is the sum of the released drops from
   k' on; its band is two standard deviations of that sum's noise.
   The suggested k' is the largest whose drop (cost(k'-1) - cost(k')) is
-  at least ELBOW_RATIO of cost(k') and GAIN_SDS noise deviations.
+  at least ELBOW_RATIO of cost(k') and GAIN_SDS noise deviations
+  (``server/decoders/elbow.suggest_k``, shared with the shuffle model's
+  elbow rounds, whose band is simultaneous over k').
 Pure numpy; private draws from ``rng``, public ones from the spec's seed.
 """
 
@@ -55,6 +57,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shoal.common.central_round import GREEDY_SIDE, CentralSpec, greedy_radii
+from shoal.common.cost_drops import DIAMETER, Z_OF, point_drops
 from shoal.common.errors import ConfigError
 from shoal.common.exact_sampling import (
     discrete_laplace,
@@ -64,15 +67,12 @@ from shoal.common.exact_sampling import (
 from shoal.server.decoders.central.grids import Grid, cells, shifted_grids
 from shoal.server.decoders.central.histogram import noisy_sums
 from shoal.server.decoders.central.noisy_average import calibrate, noisy_means
+from shoal.server.decoders.elbow import suggest_k
 from shoal.server.decoders.greedy_order import Balls, greedy_order
 from shoal.server.decoders.kmeans import assign
 
-Z_OF = {"kmeans": 2, "kmedian": 1}
 SIDE = GREEDY_SIDE  # a level's cube side is SIDE r / sqrt(d') (common/central_round.py)
 ELBOW_BITS = 10  # the elbow's fixed point: costs in units of 2^-ELBOW_BITS
-ELBOW_RATIO = 0.5  # suggested k': its drop is at least this share of cost(k') ...
-GAIN_SDS = 3.0  # ... and this many standard deviations of the drop's noise
-DIAMETER = 2.0  # of the unit ball, where points and lifted centers live
 
 
 @dataclass(frozen=True)
@@ -124,25 +124,6 @@ def ball_values(y: NDArray[np.float64], spec: CentralSpec, rng: np.random.Genera
     return Balls(np.concatenate(levels), np.concatenate(centers), np.concatenate(values))
 
 
-def prefix_costs(x: NDArray[np.float64], centers: NDArray[np.float64], z: int) -> NDArray[np.float64]:
-    """(n, k): each point's cost to its nearest of the first k' centers, k' = 1..k."""
-    out = np.empty((x.shape[0], centers.shape[0]))
-    for lo in range(0, x.shape[0], 65536):
-        part = x[lo:lo + 65536]
-        d2 = np.maximum((part**2).sum(1)[:, None] - 2 * part @ centers.T + (centers**2).sum(1)[None, :], 0.0)
-        out[lo:lo + 65536] = np.minimum.accumulate(d2 if z == 2 else np.sqrt(d2), axis=1)
-    # Points and centers lie in the unit ball, so no cost exceeds D^z; the clip makes the elbow's
-    # sensitivity hold by construction whatever the float rounding of the distances.
-    return np.clip(out, 0.0, DIAMETER**z)
-
-
-def point_drops(x: NDArray[np.float64], centers: NDArray[np.float64], z: int) -> NDArray[np.float64]:
-    """(n, k): each point's drops c_1 - c_2, ..., c_{k-1} - c_k, c_k of its costs to the
-    first k' centers: non-negative, summing to c_1 <= D^z (module docstring, Elbow)."""
-    costs = prefix_costs(x, centers, z)
-    return np.concatenate([costs[:, :-1] - costs[:, 1:], costs[:, -1:]], axis=1)
-
-
 def elbow_sensitivity(k: int, z: int) -> int:
     """The L1 sensitivity of the fixed-point drop sums: D^z 2^b for the drops plus k,
     since each of a point's k terms rounds up by less than one unit."""
@@ -177,13 +158,7 @@ def elbow_curve(x: NDArray[np.float64], centers: NDArray[np.float64], z: int, ep
     var = discrete_laplace_variance(t, s) / scale**2
     tail = released_costs(noisy)
     curve = [{"k": j + 1, "cost": float(tail[j]), "band": float(2 * math.sqrt(var * (k - j)))} for j in range(k)]
-    sd = math.sqrt(var)
-    suggested = 1
-    for j in range(1, k):  # the drop into k' = j + 1 is the released drop of index j - 1
-        gain = float(noisy[j - 1]) / scale
-        if gain > ELBOW_RATIO * max(float(tail[j]), 0.0) and gain > GAIN_SDS * sd:
-            suggested = j + 1
-    return curve, suggested
+    return curve, suggest_k(noisy.astype(np.float64) / scale, tail, math.sqrt(var))
 
 
 def greedy_fit(x: NDArray[np.float64], y: NDArray[np.float64], spec: CentralSpec, rng: np.random.Generator) -> GreedyFit:

@@ -32,7 +32,9 @@ the coreset (each coreset node at its lattice point, weighted by its
 count), in the projected space and in squared distances, with a band of
 two standard deviations of the count noise's effect (sum over nodes of the
 count variance times the squared cost per unit). It misses the cost
-within a node, so it is the curve's shape, not the data's cost.
+within a node, so it is the curve's shape, not the data's cost; an elbow
+round on the ordered centers (``common/elbow_round.py``) releases the
+data's cost of every k' with a second, small budget.
 """
 
 from __future__ import annotations

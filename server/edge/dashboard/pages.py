@@ -29,7 +29,7 @@ from starlette.concurrency import run_in_threadpool
 
 from shoal.common.errors import ShoalError
 from shoal.common.picture import coreset_picture, project
-from shoal.server.edge.api_models import CreateRoundIn, RefineIn
+from shoal.server.edge.api_models import CreateRoundIn, ElbowIn, RefineIn
 from shoal.server.edge.dashboard import session
 from shoal.server.edge.dashboard.svg import centers_plot, line_plot
 from shoal.server.edge.http_errors import status_for
@@ -297,6 +297,7 @@ def _result_view(result: dict[str, Any]) -> dict[str, Any]:
                                   "k'", "estimated cost")) if costs else None)
     return {"rows": rows, "quality": quality, "privacy": result.get("privacy") or {}, "plot": Markup(plot),
             "plot_note": note, "elbow": elbow_svg, "suggested_k": (elbow or {}).get("suggested_k"),
+            "band_rule": (elbow or {}).get("band_rule") or "two deviations",
             "step": result.get("step"), "diagnostics": json.dumps(result.get("diagnostics"), indent=1)}
 
 
@@ -322,6 +323,10 @@ async def _action(request: Request, round_id: str, what: str) -> Response:
             body = {k: form[k] for k in ("model", "epsilon", "delta", "min_devices", "max_devices") if form.get(k)}
             child = await run_in_threadpool(service.create_refine, round_id, RefineIn.model_validate(body).to_request())
             return RedirectResponse(f"/ui/rounds/{child.id}?done=created", status_code=303)
+        elif what == "elbow":
+            body = {k: form[k] for k in ("epsilon", "delta", "min_devices", "max_devices") if form.get(k)}
+            child = await run_in_threadpool(service.create_elbow, round_id, ElbowIn.model_validate(body).to_request())
+            return RedirectResponse(f"/ui/rounds/{child.id}?done=created", status_code=303)
     except ValidationError as exc:
         return _round(request, cookie, round_id, 422, _validation_text(exc))
     except ShoalError as exc:
@@ -337,5 +342,5 @@ def _register(what: str) -> None:
     router.add_api_route(f"/rounds/{{round_id}}/{what}", handler, methods=["POST"])
 
 
-for _what in ("close", "cluster", "step", "refine", "delete"):
+for _what in ("close", "cluster", "step", "refine", "elbow", "delete"):
     _register(_what)

@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 from shoal.server.edge.api_models import (
     ClusterIn,
     CreateRoundIn,
+    ElbowIn,
     RefineIn,
     ResultOut,
     RoundOut,
@@ -68,6 +69,14 @@ def create_refine(round_id: str, body: RefineIn, service: Service, _: Operator) 
     """A second round on this (done) round's centers: devices contribute their
     point and a count to their nearest center through secure summation."""
     return _out(service.create_refine(round_id, body.to_request()), service)
+
+
+@router.post("/{round_id}/elbow", status_code=201, response_model=RoundOut)
+def create_elbow(round_id: str, body: ElbowIn, service: Service, _: Operator) -> RoundOut:
+    """A second round on this (done) round's ordered centers: devices contribute
+    their cost drops to the first k' centers, k' = 1..k, through secure summation;
+    its result is the data's elbow curve with a band over every k' at once."""
+    return _out(service.create_elbow(round_id, body.to_request()), service)
 
 
 @router.post("/{round_id}/cluster", response_model=ResultOut)

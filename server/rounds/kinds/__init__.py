@@ -10,18 +10,26 @@ from shoal.common.errors import ConfigError
 from shoal.server.rounds.kinds import (
     central,
     continual,
+    elbow,
     local_refine,
     partition,
     refine,
     sketch,
     tree,
 )
-from shoal.server.rounds.kinds.base import RefineRequest, RoundRequest, RoundsView, ServerKind
+from shoal.server.rounds.kinds.base import (
+    ElbowRequest,
+    RefineRequest,
+    RoundRequest,
+    RoundsView,
+    ServerKind,
+)
 
-__all__ = ["SERVER_KINDS", "RefineRequest", "RoundRequest", "RoundsView", "ServerKind", "for_encoder", "server_kind"]
+__all__ = ["SERVER_KINDS", "ElbowRequest", "RefineRequest", "RoundRequest", "RoundsView", "ServerKind", "for_encoder", "server_kind"]
 
 SERVER_KINDS: dict[str, ServerKind] = {k.name: k for k in (tree.KIND, sketch.KIND, refine.KIND, central.KIND,
-                                                       partition.KIND, local_refine.KIND, continual.KIND)}
+                                                       partition.KIND, local_refine.KIND, continual.KIND,
+                                                       elbow.KIND)}
 
 
 def server_kind(name: str) -> ServerKind:

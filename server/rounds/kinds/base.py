@@ -54,6 +54,16 @@ class RefineRequest:
     model: str | None = None  # "local" or "shuffle"; None: the parent round's model
 
 
+@dataclass(frozen=True)
+class ElbowRequest:
+    """An elbow round on a done round's ordered centers (``POST /rounds/{id}/elbow``)."""
+
+    epsilon: float
+    delta: float
+    min_devices: int
+    max_devices: int | None = None
+
+
 class RoundsView(Protocol):
     """What a decoder may ask of the service about other rounds (composition)."""
 
@@ -61,8 +71,9 @@ class RoundsView(Protocol):
         """A decoded round's event record and privacy statement."""
         ...
 
-    def configs(self, kind: str) -> list[tuple[str, Any]]:
-        """(round id, parsed config) of every stored round of ``kind``."""
+    def children(self, parent_id: str) -> list[tuple[str, str, Any]]:
+        """(round id, kind, parsed config) of every round opened on ``parent_id``
+        (refine and elbow rounds), in round-id order."""
         ...
 
 

@@ -1,7 +1,7 @@
 """The refine kind on the server: one Lloyd step on a done round's centers
 through secure summation (``common/refine_round.py``). Opened on a parent
 round (``derive_child``), never from ``POST /rounds``; its privacy statement
-composes the parent and every refine round opened on it."""
+composes the parent and every round opened on it."""
 
 from __future__ import annotations
 
@@ -10,16 +10,13 @@ from typing import Any
 
 import numpy as np
 
-from shoal.common.accounting import central_guarantee
 from shoal.common.bounds import PublicBound
 from shoal.common.errors import ConfigError
-from shoal.common.events import RoundsEvent
 from shoal.common.refine_round import NAME, RefineConfig, derive_refine
-from shoal.common.threats import secure_sum_guarantee
 from shoal.server.decoders.refine import refine_answer
 from shoal.server.decoders.shares import ShareTotal
 from shoal.server.rounds.kinds.base import RefineRequest, RoundRequest, RoundsView
-from shoal.server.rounds.kinds.shares import SharesOnly
+from shoal.server.rounds.kinds.shares import SharesOnly, child_privacy
 
 
 class RefineServer(SharesOnly):
@@ -41,30 +38,12 @@ class RefineServer(SharesOnly):
 
     def decode(self, config: RefineConfig, acc: ShareTotal, rounds: RoundsView, round_id: str) -> dict[str, Any]:
         """Check that no share is missing and take one Lloyd step. The privacy
-        statement composes the parent round and every refine round opened on
-        it so far (issue 12: each used to compose only parent + itself)."""
+        statement composes the parent round and every round opened on it so
+        far (``shares.child_privacy``)."""
         params = config.secure_sum
         sums, devices = acc.decode()
         centers, sizes = refine_answer(sums, config, np.random.default_rng(secrets.randbits(128)))
-        parent_event, parent_privacy = rounds.privacy_of(config.parent_id)
-        siblings = sorted((rid, c) for rid, c in rounds.configs(NAME) if c.parent_id == config.parent_id)
-        eps, delta = central_guarantee(RoundsEvent((parent_event, *(s.event for _, s in siblings))))
-        privacy = {
-            "model": "shuffle",
-            "mechanism": f"secure summation (split-and-mix) with distributed discrete {params.noise.capitalize()} noise"
-                         + (" (Kairouz-Liu-Steinke zCDP, Canonne-Kamath-Steinke conversion)" if params.noise == "gaussian" else ""),
-            "central_epsilon": eps,
-            "delta": delta,
-            "composition": f"basic, over the parent round and all {len(siblings)} refine round(s) opened on it",
-            "device_epsilon": None,
-            "device_epsilon_note": "no local guarantee for this round: its privacy relies on the shuffler not colluding with the server",
-            "guarantees": [secure_sum_guarantee(eps, delta, params.min_devices)],
-            "rounds": [parent_privacy] + [
-                {"round": rid, "central_epsilon": s.secure_sum.epsilon, "delta": s.secure_sum.delta,
-                 "min_devices": s.secure_sum.min_devices, "shares_per_device": s.secure_sum.shares,
-                 "noise": s.secure_sum.noise}
-                for rid, s in siblings],
-        }
+        privacy = child_privacy(config, rounds)
         return {
             "round_id": round_id,
             "centers": config.bound.from_ball(centers).tolist(),

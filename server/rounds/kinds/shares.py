@@ -1,6 +1,7 @@
 """The storage half shared by kinds whose devices send only shuffled
-secure-sum shares (refine and partition rounds): which messages they take,
-how shares become stored rows, and the accumulator that decodes them."""
+secure-sum shares (refine, elbow and partition rounds): which messages they
+take, how shares become stored rows, and the accumulator that decodes them;
+and the privacy statement of a round opened on a parent (``child_privacy``)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,13 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel
 
+from shoal.common.accounting import central_guarantee
+from shoal.common.events import RoundsEvent
+from shoal.common.kinds import config_kinds
 from shoal.common.messages import ShareMessage, share_array
+from shoal.common.threats import secure_sum_guarantee
 from shoal.server.decoders.shares import ShareTotal
+from shoal.server.rounds.kinds.base import RoundsView
 
 
 class SharesOnly:
@@ -35,3 +41,38 @@ class SharesOnly:
 
     def accumulator(self, config: Any) -> ShareTotal:
         return ShareTotal(config.secure_sum)
+
+
+def child_privacy(config: Any, rounds: RoundsView) -> dict[str, Any]:
+    """The statement of a secure-sum round opened on a parent (refine, elbow):
+    basic composition over the parent and every round opened on it so far,
+    whatever its kind (issue 12: each used to compose only parent + itself;
+    an elbow and a refine round on one parent ask the same devices twice).
+    A local refine child asks fresh devices, so counting it is conservative."""
+    params = config.secure_sum
+    parent_event, parent_privacy = rounds.privacy_of(config.parent_id)
+    children = rounds.children(config.parent_id)
+    events = [config_kinds()[kind].event(c) for _, kind, c in children]
+    eps, delta = central_guarantee(RoundsEvent((parent_event, *events)))
+    kinds = sorted({kind for _, kind, _ in children})
+    rows = []
+    for (rid, kind, c), event in zip(children, events, strict=True):
+        c_eps, c_delta = central_guarantee(event)
+        row: dict[str, Any] = {"round": rid, "kind": kind, "central_epsilon": c_eps, "delta": c_delta}
+        if hasattr(c, "secure_sum"):
+            row.update(min_devices=c.secure_sum.min_devices, shares_per_device=c.secure_sum.shares,
+                       noise=c.secure_sum.noise)
+        rows.append(row)
+    return {
+        "model": "shuffle",
+        "mechanism": f"secure summation (split-and-mix) with distributed discrete {params.noise.capitalize()} noise"
+                     + (" (Kairouz-Liu-Steinke zCDP, Canonne-Kamath-Steinke conversion)" if params.noise == "gaussian" else ""),
+        "central_epsilon": eps,
+        "delta": delta,
+        "composition": f"basic, over the parent round and all {len(children)} round(s) opened on it "
+                       f"({', '.join(kinds)})",
+        "device_epsilon": None,
+        "device_epsilon_note": "no local guarantee for this round: its privacy relies on the shuffler not colluding with the server",
+        "guarantees": [secure_sum_guarantee(eps, delta, params.min_devices)],
+        "rounds": [parent_privacy] + rows,
+    }

@@ -16,6 +16,7 @@ import pytest
 from scipy import stats
 
 from shoal.common.central_round import GREEDY_Q, curator_guarantee, derive_central
+from shoal.common.cost_drops import DIAMETER, point_drops, prefix_costs
 from shoal.common.errors import ConfigError
 from shoal.common.threshold_histogram import (
     HistogramNoise,
@@ -23,15 +24,12 @@ from shoal.common.threshold_histogram import (
     histogram_guarantee,
 )
 from shoal.server.decoders.central.greedy import (
-    DIAMETER,
     ELBOW_BITS,
     elbow_curve,
     elbow_sensitivity,
     fixed_point_weights,
     noisy_drops,
     noisy_sums,
-    point_drops,
-    prefix_costs,
     released_costs,
 )
 from shoal.server.decoders.central.pipeline import central_kmeans, privacy_statement

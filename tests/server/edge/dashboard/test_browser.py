@@ -141,3 +141,38 @@ def test_operator_closes_a_continual_rounds_steps_from_its_page(server, page):
     assert "Step 1" in page.inner_text("main") and page.is_visible("svg[data-plot=line]")
     assert page.inner_text("table.steps tbody tr td") == "1"
     assert page.inner_text("button[name=step]") == "close step 2"
+
+
+def test_operator_opens_an_elbow_round_on_a_greedy_round_and_reads_its_curve(server, page):
+    """A greedy tree round's page offers an elbow round; devices' shares arrive as the
+    shuffler forwards them, and the elbow round's page draws the data's cost of every k'."""
+    import httpx
+    from tests_helpers import done_tree_round, send_shares
+
+    from shoal.deploy.datasets import paper_mixture
+
+    ds = paper_mixture(3000, d=4, k=3, seed=2)
+    rid, _ = done_tree_round(server, ds.points, k=6, encoder="nettree", tuning={"tree": {"centers": "greedy"}})
+    page.set_default_timeout(60_000)
+    page.goto(server.url + "/ui/login")
+    page.fill("input[name=token]", server.operator)
+    page.click("button[type=submit]")
+    page.wait_for_url("**/ui/rounds")
+    page.goto(server.url + f"/ui/rounds/{rid}")
+    form = page.query_selector("form.elbow")
+    assert form is not None and "every k'" in form.inner_text()
+    form.query_selector("input[name=epsilon]").fill("1")
+    form.query_selector("button[name=elbow]").click()
+    page.wait_for_url("**/ui/rounds/*?done=created")
+    child = page.url.split("/ui/rounds/")[1].split("?")[0]
+    round_json = httpx.get(server.url + f"/rounds/{child}").json()
+    assert round_json["config"]["kind"] == "elbow" and round_json["config"]["parent_id"] == rid
+    send_shares(server, round_json, ds.points)
+    page.click("button[name=cluster]")
+    page.wait_for_url("**?done=cluster")
+    assert page.inner_text(".status .state") == "done"
+    plot = page.query_selector("svg[data-plot=line]")
+    assert plot is not None and plot.bounding_box()["width"] > 300
+    suggested = httpx.get(server.url + f"/rounds/{child}/result").json()["elbow"]["suggested_k"]
+    assert f"suggested k' = {suggested}" in page.inner_text("main")
+    assert "at once" in page.inner_text("main") and page.query_selector("form.elbow") is None

@@ -223,6 +223,63 @@ def test_a_greedy_round_page_draws_its_elbow_curve_and_names_the_suggested_k(cli
     assert r.status_code == 200, r.text
     suggested = client.get(f"/rounds/{rid}/result").json()["elbow"]["suggested_k"]
     assert 'data-plot="line"' in r.text and f"suggested k' = {suggested}" in r.text
+    # The curator saw the raw points and released this elbow itself: no elbow round on a central round.
+    assert f'action="/ui/rounds/{rid}/elbow"' not in r.text
+
+
+def test_an_elbow_round_opened_from_a_greedy_round_page_draws_the_datas_cost(client: TestClient):
+    """A local tree round decoded by the greedy: its ordered centers take an elbow
+    round (the data's cost of every k' by secure sums), opened from its page."""
+    csrf = _login(client)
+    body = {"k": 5, "dim": 2, "epsilon": 4.0, "n_expected": 20_000, "encoder": "nettree",
+            "bound": {"low": [0, 0], "high": [100, 100]}, "tuning": {"tree": {"centers": "greedy"}}}
+    r = client.post("/rounds", json=body, headers={"Authorization": f"Bearer {TOKEN}"})
+    assert r.status_code == 201, r.text
+    rid = r.json()["id"]
+    cfg = config_from_dict(r.json()["config"])
+    ds = city_locations(20_000, k=3, seed=4)
+    msgs = [m.model_dump(mode="json") for m in encode_arrays(ds.points, cfg).to_messages()]
+    for i in range(0, len(msgs), 5000):
+        assert client.post(f"/rounds/{rid}/reports/batch", json={"messages": msgs[i:i + 5000]}).status_code == 202
+    r = client.post(f"/ui/rounds/{rid}/cluster", data={"csrf": csrf})
+    assert r.status_code == 200 and f'action="/ui/rounds/{rid}/elbow"' in r.text
+    r = client.post(f"/ui/rounds/{rid}/elbow", data={"csrf": csrf, "epsilon": "1", "delta": "1e-8",
+                                                      "min_devices": "1000"})
+    assert r.status_code == 200 and "done=created" in str(r.url)
+    child = r.url.path.rsplit("/", 1)[1]
+    _shares_through_the_shuffler(client, child, ds.points)
+    r = client.post(f"/ui/rounds/{child}/cluster", data={"csrf": csrf})
+    assert r.status_code == 200, r.text
+    res = client.get(f"/rounds/{child}/result").json()
+    assert 'data-plot="line"' in r.text and f"suggested k' = {res['elbow']['suggested_k']}" in r.text
+    assert f'action="/ui/rounds/{child}/elbow"' not in r.text  # no elbow of an elbow
+    r = client.post(f"/ui/rounds/{child}/elbow", data={"csrf": csrf, "epsilon": "1", "delta": "1e-8",
+                                                        "min_devices": "1000"})
+    assert r.status_code == 422 and "already costs every k" in html.unescape(r.text)
+
+
+def _shares_through_the_shuffler(client, rid, points):
+    """A secure-sum round's shares of ``points``' devices, delivered as the shuffler forwards them."""
+    import base64
+
+    import numpy as np
+
+    from shoal.client.kinds import device_kind
+    from shoal.common.kinds import kind_name, parse_config
+    from shoal.common.messages import sealed_share_parts
+    from shoal.common.secure_sum import encode_devices
+
+    got = client.get(f"/rounds/{rid}/config").json()
+    data = got["config"]
+    cfg = parse_config(data)
+    contributions = device_kind(kind_name(data)).contributions
+    shares = encode_devices(contributions(points, cfg), cfg.secure_sum, np.random.default_rng(0))
+    key = base64.b64decode(client.get(f"/rounds/{rid}").json()["server_public_key"])
+    sealed = [p for parts in sealed_share_parts(shares, key, rid) for p in parts]
+    for lo in range(0, len(sealed), 5000):
+        r = client.post(f"/rounds/{rid}/shuffled", json={"sealed": sealed[lo:lo + 5000]},
+                        headers={"Authorization": "Bearer sh-" + "s" * 20})
+        assert r.status_code == 202, r.text
 
 
 def test_a_continual_round_page_closes_steps_and_shows_the_latest_release(client: TestClient):
