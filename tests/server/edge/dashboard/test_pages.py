@@ -231,13 +231,13 @@ def test_an_elbow_round_opened_from_a_greedy_round_page_draws_the_datas_cost(cli
     """A local tree round decoded by the greedy: its ordered centers take an elbow
     round (the data's cost of every k' by secure sums), opened from its page."""
     csrf = _login(client)
-    body = {"k": 5, "dim": 2, "epsilon": 4.0, "n_expected": 20_000, "encoder": "nettree",
+    body = {"k": 5, "dim": 2, "epsilon": 4.0, "n_expected": 5_000, "encoder": "nettree",
             "bound": {"low": [0, 0], "high": [100, 100]}, "tuning": {"tree": {"centers": "greedy"}}}
     r = client.post("/rounds", json=body, headers={"Authorization": f"Bearer {TOKEN}"})
     assert r.status_code == 201, r.text
     rid = r.json()["id"]
     cfg = config_from_dict(r.json()["config"])
-    ds = city_locations(20_000, k=3, seed=4)
+    ds = city_locations(5_000, k=3, seed=4)
     msgs = [m.model_dump(mode="json") for m in encode_arrays(ds.points, cfg).to_messages()]
     for i in range(0, len(msgs), 5000):
         assert client.post(f"/rounds/{rid}/reports/batch", json={"messages": msgs[i:i + 5000]}).status_code == 202
