@@ -118,13 +118,11 @@ class RoundService:
 
     def create_refine(self, parent_id: str, request: RefineRequest) -> RoundRow:
         """A refine round on a done round's centers (``rounds/kinds/refine.py``)."""
-        parent = self.store.get_round(parent_id)
         kind, cfg = self.round(parent_id)
         if not kind.refinable:
             refinable = ", ".join(sorted(k.name for k in SERVER_KINDS.values() if k.refinable))
             raise RoundStateError(f"round {parent_id} is a {kind.name} round: refine rounds open on {refinable} rounds")
-        if parent.state != "done" or parent.result is None:
-            raise RoundStateError(f"round {parent_id} is {parent.state}: refine needs its centers (state done)")
+        result = self._done_result(parent_id, "refine")
         if request.split is None:
             request = replace(request, split=kind.refine_split)
         # No model named: a request with secure-sum parameters sums through the
@@ -139,19 +137,24 @@ class RoundService:
                               "eps-LDP reports) and takes no delta, min_devices or max_devices; "
                               "ask for model 'shuffle' to sum through the shuffler")
         round_id = secrets.token_hex(8)
-        return self._store_new(round_id, child, child.derive_child(parent_id, parent.result, cfg.bound, request, round_id))
+        return self._store_new(round_id, child, child.derive_child(parent_id, result, cfg.bound, request, round_id))
 
     def create_elbow(self, parent_id: str, request: ElbowRequest) -> RoundRow:
         """An elbow round on a done round's ordered centers (``rounds/kinds/elbow.py``)."""
-        parent = self.store.get_round(parent_id)
         kind, cfg = self.round(parent_id)
         if kind is ELBOW:
             raise ConfigError(f"round {parent_id} is an elbow round: it already costs every k' of its parent "
                               f"{cfg.parent_id}'s centers")
-        if parent.state != "done" or parent.result is None:
-            raise RoundStateError(f"round {parent_id} is {parent.state}: an elbow round needs its centers (state done)")
+        result = self._done_result(parent_id, "an elbow round")
         round_id = secrets.token_hex(8)
-        return self._store_new(round_id, ELBOW, ELBOW.derive_child(parent_id, parent.result, cfg.bound, request, round_id))
+        return self._store_new(round_id, ELBOW, ELBOW.derive_child(parent_id, result, cfg.bound, request, round_id))
+
+    def _done_result(self, parent_id: str, what: str) -> dict[str, Any]:
+        """The result a round opened on ``parent_id`` starts from (RoundStateError unless done)."""
+        parent = self.store.get_round(parent_id)
+        if parent.state != "done" or parent.result is None:
+            raise RoundStateError(f"round {parent_id} is {parent.state}: {what} needs its centers (state done)")
+        return parent.result
 
     def _store_new(self, round_id: str, kind: ServerKind, cfg: Any) -> RoundRow:
         need, budget = cfg.decode_bytes(), self.settings.decode_memory_bytes

@@ -64,6 +64,13 @@ class ElbowRequest:
     max_devices: int | None = None
 
 
+def parent_ball_centers(parent_result: dict[str, Any], bound: PublicBound) -> NDArray[np.float64]:
+    """A done parent's centers in the unit ball, as a round opened on it takes them
+    (older results carry only ``centers``, in the data's space)."""
+    ball = parent_result.get("ball_centers") or bound.to_ball(np.asarray(parent_result["centers"])).tolist()
+    return np.asarray(ball, dtype=np.float64)
+
+
 class RoundsView(Protocol):
     """What a decoder may ask of the service about other rounds (composition)."""
 

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from shoal.common.bounds import PublicBound
 from shoal.common.elbow_round import NAME, ElbowConfig, derive_elbow
 from shoal.common.errors import ConfigError
 from shoal.server.decoders.elbow import BAND_LEVEL, elbow_from_drops
 from shoal.server.decoders.shares import ShareTotal
-from shoal.server.rounds.kinds.base import ElbowRequest, RoundRequest, RoundsView
+from shoal.server.rounds.kinds.base import (
+    ElbowRequest,
+    RoundRequest,
+    RoundsView,
+    parent_ball_centers,
+)
 from shoal.server.rounds.kinds.shares import SharesOnly, child_privacy
 
 RULE = ("the largest k' whose drop cost(k' - 1) - cost(k') is at least half of cost(k') and 3 noise sds of a "
@@ -47,8 +50,8 @@ class ElbowServer(SharesOnly):
             raise ConfigError(f"round {parent_id}'s centers are not in an order whose first k' answer k' (its result "
                               "has no elbow): open an elbow round on a tree round decoded with tuning "
                               "tree.centers 'greedy'")
-        ball = parent_result.get("ball_centers") or bound.to_ball(np.asarray(parent_result["centers"])).tolist()
-        return derive_elbow(parent_id, np.asarray(ball), bound, str(elbow["objective"]), request.epsilon,
+        ball = parent_ball_centers(parent_result, bound)
+        return derive_elbow(parent_id, ball, bound, str(elbow["objective"]), request.epsilon,
                             request.delta, request.min_devices, request.max_devices, round_id=round_id)
 
     def decode(self, config: ElbowConfig, acc: ShareTotal, rounds: RoundsView, round_id: str) -> dict[str, Any]:

@@ -27,7 +27,12 @@ from shoal.server.decoders.local_refine import (
     local_refine_answer,
     local_refine_statement,
 )
-from shoal.server.rounds.kinds.base import RefineRequest, RoundRequest, RoundsView
+from shoal.server.rounds.kinds.base import (
+    RefineRequest,
+    RoundRequest,
+    RoundsView,
+    parent_ball_centers,
+)
 
 
 class LocalRefineServer:
@@ -42,8 +47,8 @@ class LocalRefineServer:
 
     def derive_child(self, parent_id: str, parent_result: dict[str, Any], bound: PublicBound,
                      request: RefineRequest, round_id: str) -> LocalRefineConfig:
-        ball = parent_result.get("ball_centers") or bound.to_ball(np.asarray(parent_result["centers"])).tolist()
-        return derive_local_refine(parent_id, np.asarray(ball), bound, request.epsilon, seed=secrets.randbits(63),
+        ball = parent_ball_centers(parent_result, bound)
+        return derive_local_refine(parent_id, ball, bound, request.epsilon, seed=secrets.randbits(63),
                                    round_id=round_id, split=request.split or 1)
 
     def direct_model(self, config: LocalRefineConfig) -> type[BaseModel] | str:

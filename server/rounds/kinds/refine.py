@@ -15,7 +15,12 @@ from shoal.common.errors import ConfigError
 from shoal.common.refine_round import NAME, RefineConfig, derive_refine
 from shoal.server.decoders.refine import refine_answer
 from shoal.server.decoders.shares import ShareTotal
-from shoal.server.rounds.kinds.base import RefineRequest, RoundRequest, RoundsView
+from shoal.server.rounds.kinds.base import (
+    RefineRequest,
+    RoundRequest,
+    RoundsView,
+    parent_ball_centers,
+)
 from shoal.server.rounds.kinds.shares import SharesOnly, child_privacy
 
 
@@ -31,8 +36,8 @@ class RefineServer(SharesOnly):
 
     def derive_child(self, parent_id: str, parent_result: dict[str, Any], bound: PublicBound,
                      request: RefineRequest, round_id: str) -> RefineConfig:
-        ball = parent_result.get("ball_centers") or bound.to_ball(np.asarray(parent_result["centers"])).tolist()
-        return derive_refine(parent_id, np.asarray(ball), bound, request.epsilon, request.delta,
+        ball = parent_ball_centers(parent_result, bound)
+        return derive_refine(parent_id, ball, bound, request.epsilon, request.delta,
                              request.min_devices, request.max_devices, round_id=round_id,
                              split=request.split or 1, seed=secrets.randbits(31))
 
