@@ -29,6 +29,9 @@ def build_parser(verb: str = "client") -> argparse.ArgumentParser:
     rep.add_argument("--allow-no-local-guarantee", action="store_true",
                      help="consent to secure-sum rounds (refine, shuffle-model sketches): their shares carry no "
                           "local DP guarantee, only a central one if the shuffler does not collude")
+    rep.add_argument("--insecure", action="store_true",
+                     help="allow plain http:// to a server or shuffler that is not on this machine (a private "
+                          "network of your own); otherwise use https:// (docs/how-to/tls.md)")
     led = clsub.add_parser("ledger", help="what this device has spent, round by round, against its cap")
     led.add_argument("--ledger", default=str(Path.home() / ".shoal" / "ledger.json"))
     led.add_argument("--cap", type=float, default=None, help="the cap to compare with (default: the ledger's own)")
@@ -71,10 +74,20 @@ def run(args: argparse.Namespace) -> int:
     except ValueError:
         print(f"shoal client report: --point must be comma-separated numbers, got {args.point!r}", file=sys.stderr)
         return 2
+    from shoal.common.transport import check_url
+
+    try:  # a URL refused is a usage error (exit 2), before anything is read or charged
+        check_url(args.server, "the server URL", args.insecure, flag="--insecure")
+        if args.shuffler_url:
+            check_url(args.shuffler_url, "the shuffler URL", args.insecure, flag="--insecure")
+    except ShoalError as exc:
+        print(f"shoal client report: {exc}", file=sys.stderr)
+        return 2
     try:
         out = Device(args.server, args.ledger, cap=args.cap, shuffler_url=args.shuffler_url,
                      device_token=args.device_token or os.environ.get("SHOAL_DEVICE_TOKEN"), server_key=args.server_key,
-                     allow_no_local_guarantee=args.allow_no_local_guarantee).participate(args.round, point)
+                     allow_no_local_guarantee=args.allow_no_local_guarantee,
+                     insecure=args.insecure).participate(args.round, point)
     except ShoalError as exc:  # a refused config, a spent budget, an unreachable server: one clear line
         print(f"shoal client report: {exc}", file=sys.stderr)
         return 1

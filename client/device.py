@@ -24,6 +24,7 @@ from shoal.common.errors import ReportError
 from shoal.common.kinds import config_kinds, kind_name, parse_config
 from shoal.common.messages import DeviceMessage
 from shoal.common.signing import config_digest, pinned_key, verify_config
+from shoal.common.transport import check_url
 
 if TYPE_CHECKING:
     import httpx
@@ -45,6 +46,7 @@ class Device:
         allow_no_local_guarantee: bool = False,
         server_key: str | None = None,
         binary: bool = True,
+        insecure: bool = False,
     ) -> None:
         """``shuffler_url`` is needed for shuffle-model rounds; ``device_token``,
         issued by the shuffler's operator (``POST /enrol``), identifies this
@@ -55,9 +57,12 @@ class Device:
         (else ``SHOAL_SERVER_KEY``): configs must carry its valid signature,
         and shuffle-model or secure-sum rounds are refused without one;
         ``binary``: send a tree report in its 42-byte binary form
-        (``common/binary_wire.py``) instead of JSON."""
-        self.server_url = server_url.rstrip("/")
-        self.shuffler_url = shuffler_url.rstrip("/") if shuffler_url else None
+        (``common/binary_wire.py``) instead of JSON;
+        ``insecure``: allow plain ``http://`` to a host that is not this
+        machine (else a ConfigError: tokens and reports would cross the
+        network in clear; ``common/transport.py``)."""
+        self.server_url = check_url(server_url, "the server URL", insecure)
+        self.shuffler_url = check_url(shuffler_url, "the shuffler URL", insecure) if shuffler_url else None
         self.device_token = device_token
         self.ledger = Ledger(ledger_path, cap)
         self.allow_no_local_guarantee = allow_no_local_guarantee

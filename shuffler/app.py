@@ -48,6 +48,7 @@ from shoal.common.group_commit import GroupCommit
 from shoal.common.http_edge import guard
 from shoal.common.kinds import config_kinds, kind_name
 from shoal.common.signing import TrustError, config_digest, verify_config
+from shoal.common.transport import check_url
 from shoal.shuffler.buffer import Buffer
 from shoal.shuffler.metrics import registry_for
 
@@ -78,8 +79,12 @@ class ShufflerSettings:
     max_round_age_seconds: float = 7 * 86400.0  # a round's messages are dropped this long after its first
     header_seconds: float = 10.0  # see server/edge/settings.py (SHOAL_HEADER_SECONDS, SHOAL_BODY_SECONDS)
     body_seconds: float = 30.0
+    insecure: bool = False  # allow plain http:// to a server not on this machine (common/transport.py)
 
     def __post_init__(self) -> None:
+        # Batches and the shuffler's credential must not cross a network in clear (issue 39).
+        check_url(self.server_url, "the server URL", self.insecure,
+                  flag="--insecure (ShufflerSettings(insecure=True))")
         if len(self.token) < 16:
             raise ValueError(f"SHOAL_SHUFFLER_TOKEN is too short: {len(self.token)} characters, at least 16 are required")
         if len(self.enrol_token) < 16:

@@ -6,6 +6,16 @@ from __future__ import annotations
 import argparse
 import sys
 
+from shoal.common.access_log import ID, Route, access_summary
+
+# Every device's sealed message and health/metrics polls: one line of counts per
+# --access-summary-seconds, not one line each (issue 39).
+DEVICE_ROUTES = (
+    Route("POST", rf"/rounds/{ID}/messages", "/rounds/{id}/messages"),
+    Route("GET", r"/healthz", "/healthz"),
+    Route("GET", r"/metrics", "/metrics"),
+)
+
 
 def build_parser(verb: str = "shuffler") -> argparse.ArgumentParser:
     sh = argparse.ArgumentParser(prog="shoal shuffler", description="run the shuffler (needs shoal[server])")
@@ -15,17 +25,28 @@ def build_parser(verb: str = "shuffler") -> argparse.ArgumentParser:
     sh.add_argument("--port", type=int, default=8001)
     sh.add_argument("--db", default="shoal-shuffler.db")
     sh.add_argument("--log-level", default="info",
-                    help="info: request lines and released batches; warning: problems only (SHOAL_LOG_JSON=1 for JSON)")
+                    help="info: the operator's request lines, a summary of devices' messages, released batches; "
+                         "debug: also a line per device request; warning: problems only (SHOAL_LOG_JSON=1 for JSON)")
+    sh.add_argument("--access-summary-seconds", type=float, default=10.0,
+                    help="devices' messages and health checks are logged as one line of counts per route and "
+                         "status this often")
     sh.add_argument("--server-key", default=None,
                     help="the server identity fingerprint (sha256:...) to verify round configs against; or SHOAL_SERVER_KEY")
     sh.add_argument("--round-check-seconds", type=float, default=60.0,
                     help="how often buffered rounds are checked at the server (deleted rounds are forgotten)")
+    sh.add_argument("--insecure", action="store_true",
+                    help="allow a plain http:// --server-url that is not on this machine (a private network of "
+                         "your own, e.g. compose's); otherwise use https:// (docs/how-to/tls.md)")
     sh.add_argument("--max-round-age-hours", type=float, default=168.0,
                     help="buffered messages of a round are dropped this long after its first one")
     return sh
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.access_summary_seconds > 0:
+        print(f"shoal shuffler: --access-summary-seconds must be positive, got {args.access_summary_seconds:g}",
+              file=sys.stderr)
+        return 2
     from shoal.common.environment import read_environment
     from shoal.common.http_edge import serve
     from shoal.shuffler.app import ShufflerEnvironment, ShufflerSettings, create_app
@@ -55,13 +76,16 @@ def run(args: argparse.Namespace) -> int:
                                     min_batch=args.min_batch, server_key=pinned_key(args.server_key),
                                     enrol_token=enrol, round_check_seconds=args.round_check_seconds,
                                     max_round_age_seconds=args.max_round_age_hours * 3600,
-                                    header_seconds=env.header_seconds, body_seconds=env.body_seconds)
+                                    header_seconds=env.header_seconds, body_seconds=env.body_seconds,
+                                    insecure=args.insecure)
     except ValueError as exc:
         print(f"shoal shuffler: {exc}", file=sys.stderr)
         return 2
     if settings.server_key is None:
         print("shoal shuffler: WARNING no server key pinned (--server-key / SHOAL_SERVER_KEY): configs are not "
               "verified, so a hostile server could equivocate on min_batch", file=sys.stderr, flush=True)
-    serve(create_app(settings), host=args.host, port=args.port, log_level=args.log_level,
-          header_seconds=settings.header_seconds)
+    with access_summary(DEVICE_ROUTES, every=args.access_summary_seconds) as summary:
+        app = create_app(settings)
+        summary.flush_at_shutdown(app)
+        serve(app, host=args.host, port=args.port, log_level=args.log_level, header_seconds=settings.header_seconds)
     return 0
