@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: test demo demo-core bench lint clean
+.PHONY: test demo demo-core bench lint clean docs
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,11 @@ demo-core: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(VENV)/bin/shoal bench --out tests/bench/results
+
+# The documentation site into build/site; warnings (broken links, anchors, nav) are errors.
+docs: $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[server,docs]'
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -d build/site
 
 clean:
 	rm -rf $(VENV) build *.egg-info
