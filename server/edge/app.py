@@ -37,6 +37,7 @@ def create_app(settings: Settings) -> FastAPI:
     # The operator dashboard (server/edge/dashboard/): pages under /ui, behind a log-in with the operator token.
     app.include_router(pages.router)
     app.mount("/ui/static", StaticFiles(directory=pages.HERE / "static"), name="ui-static")
+    pages.install(app)  # security headers under /ui (dashboard/headers.py)
 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:

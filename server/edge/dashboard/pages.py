@@ -4,7 +4,9 @@ Pages are rendered on the server from the same ``RoundService`` the REST API
 uses; actions are plain HTML forms (POST, then 303 back to a page), so the
 pages work without the small script, which only refreshes report counts.
 A shoal error in an action renders the page again with the message and the
-status ``http_errors.status_for`` gives the REST API.
+status ``http_errors.status_for`` gives the REST API. Every POST, log-in and
+log-out included, carries a CSRF token (``session.py``); wrong log-in tokens
+are rate-limited (``limits.py``); ``headers.py`` sets the security headers.
 
 Over 300 lines: every page and action of the dashboard, with the log-in they
 share, in one router a reader follows top to bottom.
@@ -14,24 +16,24 @@ from __future__ import annotations
 
 import datetime
 import json
+import logging
 import secrets
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote
 
-import numpy as np
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
-from markupsafe import Markup
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from shoal.common.errors import ShoalError
-from shoal.common.picture import coreset_picture, project
 from shoal.server.edge.api_models import CreateRoundIn, ElbowIn, RefineIn
 from shoal.server.edge.dashboard import session
-from shoal.server.edge.dashboard.svg import centers_plot, line_plot
+from shoal.server.edge.dashboard.headers import SecurityHeaders
+from shoal.server.edge.dashboard.limits import LoginLimiter
+from shoal.server.edge.dashboard.view import result_view, round_privacy, summary
 from shoal.server.edge.http_errors import status_for
 from shoal.server.rounds.service import RoundService
 from shoal.server.storage.store import RoundRow
@@ -39,9 +41,13 @@ from shoal.server.storage.store import RoundRow
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
 router = APIRouter(prefix="/ui", include_in_schema=False)
+log = logging.getLogger("shoal.server.dashboard")
 
-SUMMARY_KEYS = ("kind", "encoder", "model", "k", "dim", "epsilon", "delta", "n_expected", "min_batch", "levels",
-                "parent_round")
+
+def install(app: FastAPI) -> None:
+    """The security headers on every response under /ui (call after the app's
+    other middleware, so they also cover its error responses there)."""
+    app.add_middleware(SecurityHeaders)
 
 
 class _NoSession(Exception):
@@ -57,9 +63,27 @@ def _token(request: Request) -> str:
     return str(request.app.state.settings.operator_token)
 
 
+def _sessions(request: Request) -> session.Sessions:
+    """This app's revoked sessions (``session.Sessions``), made on first use."""
+    state = request.app.state
+    if not hasattr(state, "dashboard_sessions"):
+        state.dashboard_sessions = session.Sessions()
+    sessions: session.Sessions = state.dashboard_sessions
+    return sessions
+
+
+def _limiter(request: Request) -> LoginLimiter:
+    """This app's log-in rate limit (``limits.py``), made on first use."""
+    state = request.app.state
+    if not hasattr(state, "dashboard_login_limiter"):
+        state.dashboard_login_limiter = LoginLimiter()
+    limiter: LoginLimiter = state.dashboard_login_limiter
+    return limiter
+
+
 def _cookie(request: Request) -> str:
     cookie = request.cookies.get(session.COOKIE)
-    if not session.valid_session(_token(request), cookie):
+    if not _sessions(request).valid(_token(request), cookie):
         raise _NoSession
     assert cookie is not None
     return cookie
@@ -96,52 +120,74 @@ def _when(ts: float) -> str:
     return datetime.datetime.fromtimestamp(ts, tz=datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _flat(config: dict[str, Any]) -> dict[str, Any]:
-    """A config with a central round's spec fields (model, algorithm, eps, delta) at the top."""
-    spec = config.get("spec")
-    if not isinstance(spec, dict):
-        return config
-    return {**config, "model": "central", "encoder": spec.get("algorithm"), "epsilon": spec.get("epsilon"),
-            "delta": spec.get("delta")}
-
-
-def _summary(config: dict[str, Any]) -> list[tuple[str, Any]]:
-    config = _flat(config)
-    out = [(k, config[k]) for k in SUMMARY_KEYS if config.get(k) not in (None, "")]
-    b = config.get("bound") or {}
-    out.append(("bound", f"L2 radius {b['radius']}" if b.get("radius") is not None
-                else f"box low {b.get('low')} high {b.get('high')}"))
-    return out
-
-
 # -- login --
 @router.get("", response_class=HTMLResponse)
 def home() -> RedirectResponse:
     return RedirectResponse("/ui/rounds", status_code=303)
 
 
+def _safe_next(nxt: str | None) -> str:
+    """Where to go after log-in: a dashboard path only (never another site)."""
+    nxt = nxt or "/ui/rounds"
+    return nxt if nxt.startswith("/ui/") and "//" not in nxt and "\\" not in nxt else "/ui/rounds"
+
+
+def _login_form(request: Request, status: int = 200, error: str | None = None, nxt: str = "/ui/rounds",
+                retry_after: int | None = None) -> HTMLResponse:
+    """The log-in page, with a fresh double-submit value in its form and cookie."""
+    nonce = session.new_login_nonce()
+    resp = _page(request, "login.html", status=status, next=_safe_next(nxt), error=error, login_csrf=nonce)
+    resp.set_cookie(session.LOGIN_COOKIE, nonce, max_age=session.LOGIN_FORM_SECONDS, path="/ui/login",
+                    httponly=True, samesite="strict", secure=request.url.scheme == "https")
+    if retry_after is not None:
+        resp.headers["Retry-After"] = str(retry_after)
+    return resp
+
+
 @router.get("/login", response_class=HTMLResponse)
 def login_page(request: Request, next: str = "/ui/rounds") -> HTMLResponse:
-    return _page(request, "login.html", next=next if next.startswith("/ui") else "/ui/rounds")
+    return _login_form(request, nxt=next)
 
 
 @router.post("/login")
 async def login(request: Request) -> Response:
+    """Check the operator token: 429 while this address or the server is over the
+    rate limit (the token is then not checked), 403 for a stale form or a wrong
+    token, else a fresh session cookie and a redirect to ``next``."""
     form = await _form(request)
-    nxt = form.get("next", "/ui/rounds")
-    nxt = nxt if nxt.startswith("/ui/") and "//" not in nxt else "/ui/rounds"
+    nxt = _safe_next(form.get("next"))
+    address = request.client.host if request.client else "unknown"
+    limiter = _limiter(request)
+    wait = limiter.retry_after(address)
+    if wait is not None:
+        return _login_form(request, 429, f"too many wrong tokens: try again in {wait} s", nxt, retry_after=wait)
+    if not session.valid_login_nonce(request.cookies.get(session.LOGIN_COOKIE), form.get("csrf")):
+        return _login_form(request, 403, EXPIRED, nxt)
     token = _token(request)
     if not secrets.compare_digest(form.get("token", "").encode(), token.encode()):
-        return _page(request, "login.html", status=403, next=nxt, error="wrong operator token")
+        limiter.failed(address)
+        return _login_form(request, 403, "wrong operator token", nxt)
     resp = RedirectResponse(nxt, status_code=303)
     resp.set_cookie(session.COOKIE, session.new_session(token), max_age=session.LIFETIME_SECONDS, path="/ui",
                     httponly=True, samesite="strict", secure=request.url.scheme == "https")
+    resp.delete_cookie(session.LOGIN_COOKIE, path="/ui/login")
     return resp
 
 
 @router.post("/logout")
 async def logout(request: Request) -> Response:
-    resp = RedirectResponse("/ui/login", status_code=303)
+    """Revoke the session (``session.Sessions``) and drop its cookie; a form
+    without the session's CSRF token is refused (403), so another site cannot
+    log the operator out."""
+    posted = await _posted(request)
+    if isinstance(posted, RedirectResponse):
+        resp: Response = RedirectResponse("/ui/login", status_code=303)
+    else:
+        cookie, _, fresh = posted
+        if not fresh:
+            return _rounds(request, cookie, 403, EXPIRED)
+        _sessions(request).revoke(cookie)
+        resp = RedirectResponse("/ui/login", status_code=303)
     resp.delete_cookie(session.COOKIE, path="/ui")
     return resp
 
@@ -162,10 +208,16 @@ def rounds_page(request: Request) -> Response:
 
 def _rounds(request: Request, cookie: str, status: int = 200, error: str | None = None,
             form: dict[str, str] | None = None) -> HTMLResponse:
-    rows = sorted(_service(request).store.list_rounds(), key=lambda r: -r.created)
-    listed = [{"id": r.id, "state": r.state, "reports": r.reports, "created": _when(r.created),
-               "kind": r.config.get("kind", ""), "model": _flat(r.config).get("model", ""), "k": r.config.get("k"),
-               "epsilon": _flat(r.config).get("epsilon")} for r in rows]
+    service = _service(request)
+    rows = sorted(service.store.list_rounds(), key=lambda r: -r.created)
+    listed = []
+    for r in rows:
+        privacy = round_privacy(service, r)
+        spec = r.config.get("spec")
+        k = r.config.get("k", spec.get("k") if isinstance(spec, dict) else None)
+        listed.append({"id": r.id, "state": r.state, "reports": r.reports, "created": _when(r.created),
+                       "kind": r.config.get("kind", ""), "model": privacy.model, "k": k,
+                       "epsilon": dict(privacy.rows()).get("epsilon")})
     return _page(request, "rounds.html", status=status, rounds=listed, csrf=session.csrf_token(_token(request), cookie),
                  error=error, form=form or {})
 
@@ -253,52 +305,34 @@ def round_state(request: Request, round_id: str) -> Response:
 def _round(request: Request, cookie: str, round_id: str, status: int = 200, error: str | None = None,
            message: str | None = None) -> HTMLResponse:
     csrf = session.csrf_token(_token(request), cookie)
+    service = _service(request)
     try:
-        row = _service(request).get(round_id)
+        row = service.get(round_id)
     except ShoalError as exc:
         return _page(request, "missing.html", status=status_for(exc), error=str(exc), csrf=csrf)
     result = row.result if row.state == "done" else None
     steps = None
-    service = _service(request)
-    if service.has_steps(round_id):  # a continual round: its latest release is the result shown
-        releases = service.step_releases(round_id)
-        steps = [{"step": r["step"], "suggested_k": r["elbow"]["suggested_k"],
-                  "first": ", ".join(f"{v:.4g}" for v in r["centers"][0])} for r in releases[-STEPS_SHOWN:]][::-1]
-        if releases:
-            result = dict(releases[-1], privacy=service.privacy_of(round_id)[1])
+    try:
+        if service.has_steps(round_id):  # a continual round: its latest release is the result shown
+            releases = service.step_releases(round_id)
+            steps = [{"step": r["step"], "suggested_k": (r.get("elbow") or {}).get("suggested_k"),
+                      "first": ", ".join(f"{v:.4g}" for v in (r.get("centers") or [[]])[0])}
+                     for r in releases[-STEPS_SHOWN:]][::-1]
+            if releases:
+                result = dict(releases[-1], privacy=service.privacy_of(round_id)[1])
+        privacy = round_privacy(service, row)
+    except ShoalError as exc:
+        return _page(request, "missing.html", status=status_for(exc), error=str(exc), csrf=csrf)
+    view = None
+    if isinstance(result, dict):
+        try:
+            view = result_view(result)
+        except Exception:  # noqa: BLE001 - a result the page cannot draw must not hide the round's page
+            log.exception("round %s: its result could not be drawn", round_id)
+            error = error or f"this result could not be drawn (see the server log); GET /rounds/{round_id}/result has it"
     return _page(request, "round.html", status=status, row=row, created=_when(row.created), csrf=csrf,
-                 summary=_summary(row.config), config_json=json.dumps(row.config, indent=1),
-                 result=result, view=_result_view(result) if result else None, error=error, message=message,
-                 steps=steps)
-
-
-def _result_view(result: dict[str, Any]) -> dict[str, Any]:
-    """What the result section shows: centers rows, verdict, privacy, plots
-    (a result, or a continual round's latest step, which releases no sizes)."""
-    centers = np.asarray(result["centers"], dtype=np.float64)
-    quality = result.get("quality") or {}
-    errors = quality.get("center_errors") or [None] * len(centers)
-    sizes = result.get("sizes") or [None] * len(centers)
-    rows = [{"i": i, "size": sizes[i], "error": errors[i],
-             "coords": ", ".join(f"{v:.4g}" for v in c)} for i, c in enumerate(centers)]
-    picture = result.get("picture")
-    if picture:
-        cloud, weights, note = np.asarray(picture["xy"]), np.asarray(picture["weights"]), picture["note"]
-    else:
-        picture = coreset_picture(centers, np.ones(len(centers)))
-        cloud, weights, note = np.zeros((0, 2)), np.zeros(0), "centers only: this result has no coreset to draw"
-    assert picture is not None
-    d = centers.shape[1]
-    labels = ("feature 0", "feature 1" if d > 1 else "") if d <= 2 else ("principal axis 1", "principal axis 2")
-    plot = centers_plot(cloud, weights, project(picture, centers), *labels)
-    elbow = result.get("elbow")
-    costs = (elbow or {}).get("costs") or []  # [{k, cost, band}] (api_models.ElbowOut)
-    elbow_svg = (Markup(line_plot([c["k"] for c in costs], [c["cost"] for c in costs], [c["band"] for c in costs],
-                                  "k'", "estimated cost")) if costs else None)
-    return {"rows": rows, "quality": quality, "privacy": result.get("privacy") or {}, "plot": Markup(plot),
-            "plot_note": note, "elbow": elbow_svg, "suggested_k": (elbow or {}).get("suggested_k"),
-            "band_rule": (elbow or {}).get("band_rule") or "two deviations",
-            "step": result.get("step"), "diagnostics": json.dumps(result.get("diagnostics"), indent=1)}
+                 summary=summary(row.config, privacy), config_json=json.dumps(row.config, indent=1),
+                 result=result, view=view, error=error, message=message, steps=steps)
 
 
 async def _action(request: Request, round_id: str, what: str) -> Response:

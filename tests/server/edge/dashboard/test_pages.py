@@ -28,8 +28,13 @@ def client(tmp_path: Path) -> TestClient:
     return TestClient(create_app(settings))
 
 
+def _login_csrf(client: TestClient) -> str:
+    """The log-in form's CSRF value (the log-in page also sets it as a cookie)."""
+    return re.search(r'name="csrf" value="([0-9a-f]+)"', client.get("/ui/login").text).group(1)
+
+
 def _login(client: TestClient) -> str:
-    r = client.post("/ui/login", data={"token": TOKEN, "next": "/ui/rounds"})
+    r = client.post("/ui/login", data={"token": TOKEN, "next": "/ui/rounds", "csrf": _login_csrf(client)})
     assert r.status_code == 200
     return re.search(r'name="csrf" value="([0-9a-f]+)"', r.text).group(1)
 
@@ -46,20 +51,21 @@ def test_pages_redirect_to_login_without_a_session(client: TestClient):
 
 
 def test_wrong_token_is_refused_with_403(client: TestClient):
-    r = client.post("/ui/login", data={"token": "nope" * 5})
+    r = client.post("/ui/login", data={"token": "nope" * 5, "csrf": _login_csrf(client)})
     assert r.status_code == 403 and "wrong operator token" in r.text
 
 
 def test_session_cookie_is_httponly_strict_and_expires(client: TestClient):
-    r = client.post("/ui/login", data={"token": TOKEN}, follow_redirects=False)
+    r = client.post("/ui/login", data={"token": TOKEN, "csrf": _login_csrf(client)}, follow_redirects=False)
     cookie = r.headers["set-cookie"]
     assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/ui" in cookie
     value = re.search(r"shoal_ui=([^;]+)", cookie).group(1)
     assert session.valid_session(TOKEN, value)
     assert not session.valid_session(TOKEN, value, now=2e10)  # expired
     assert not session.valid_session("another-token-xxxxxxxx", value)  # rotated token
-    expiry, mac = value.split(".")
-    assert not session.valid_session(TOKEN, f"{int(expiry) + 1}.{mac}")  # tampered expiry
+    sid, issued, mac = value.split(".")
+    assert not session.valid_session(TOKEN, f"{sid}.{int(issued) + 1}.{mac}")  # tampered issue time
+    assert not session.valid_session(TOKEN, f"{'0' * 32}.{issued}.{mac}")  # another session id
 
 
 def test_forms_without_the_csrf_token_are_refused(client: TestClient):
@@ -130,9 +136,9 @@ def test_static_assets_are_served_locally(client: TestClient):
 
 
 def test_centers_outside_the_coreset_still_draw(client: TestClient):
-    from shoal.server.edge.dashboard.pages import _result_view
+    from shoal.server.edge.dashboard.view import result_view
 
-    view = _result_view({"centers": [[0.0, 1.0, 2.0], [1.0, 1.0, 1.0]], "sizes": [1.0, 2.0], "quality": None,
+    view = result_view({"centers": [[0.0, 1.0, 2.0], [1.0, 1.0, 1.0]], "sizes": [1.0, 2.0], "quality": None,
                          "privacy": {}, "diagnostics": {}, "picture": None})
     assert str(view["plot"]).count('class="center"') == 2 and "centers only" in view["plot_note"]
     assert np.isfinite([float(v) for v in re.findall(r'cx="([-0-9.]+)"', str(view["plot"]))]).all()
