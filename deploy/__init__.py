@@ -1,6 +1,8 @@
-"""deploy: the tools above the services (simulation, demo, benchmarks) and the
-notebook estimator, ``from shoal.deploy import PrivateKMeans`` (loaded on
-first use, so ``shoal`` commands do not pay for it)."""
+"""deploy: the tools above the services (simulation, demo, benchmarks), the
+notebook estimator and the central library call. Their public names live at
+the package top, ``from shoal import PrivateKMeans, fit_central``; the old
+path ``from shoal.deploy import PrivateKMeans`` still works (loaded on first
+use, so ``shoal`` commands do not pay for it)."""
 
 from typing import Any
 

@@ -4,7 +4,8 @@ The library call of issue 17 for a curator (a hospital gateway with its
 records, an analytics team with a table): seeds 000 and 003's private
 maximum coverage (``common/central_round.py``), run in this process on the
 rows of ``points``. The result carries the privacy statement every shoal
-round carries. Randomness: the private draws from the OS; the public ones
+round carries and a verdict (``quality``, ``deploy/verdicts.py``) in the shape
+of a tree round's (README, "Reading a result"). Randomness: the private draws from the OS; the public ones
 (projection, grid shifts) from ``seed``, which may be published.
 
 n is not public unless you say so: without ``n_expected``, 1% of epsilon
@@ -26,6 +27,7 @@ from shoal.common.bounds import PublicBound, box_bound
 from shoal.common.central_round import ALGORITHMS, DEFAULT_ALGORITHM, derive_central
 from shoal.common.errors import ConfigError
 from shoal.common.exact_sampling import discrete_laplace, laplace_scale_fraction
+from shoal.deploy.verdicts import central_quality
 from shoal.server.decoders.central.pipeline import central_kmeans, privacy_statement
 
 CENSUS_SHARE = 0.01  # of epsilon, for a noisy n when n_expected is not given
@@ -39,6 +41,7 @@ class CentralResult:
     privacy: dict[str, Any]
     bound: PublicBound
     diagnostics: dict[str, Any] = field(default_factory=dict)
+    quality: dict[str, Any] = field(default_factory=dict)  # the verdict (``central_quality``)
 
 
 def _bound(bound: PublicBound | float | tuple[ArrayLike, ArrayLike], dim: int) -> PublicBound:
@@ -91,8 +94,9 @@ def fit(points: ArrayLike, k: int, epsilon: float, delta: float,
     for lo in range(0, x.shape[0], CHUNK):  # clipping makes a few temporaries: chunked, memory O(n d) once
         ball[lo:lo + CHUNK] = b.to_ball(x[lo:lo + CHUNK])
     out = central_kmeans(ball, spec, rng)
+    diagnostics = dict(out.diagnostics, n_used=n, seed=spec.seed)
     return CentralResult(b.from_ball(b.project_ball(out.centers)), out.sizes, privacy_statement(spec, out.lift_steps), b,
-                         dict(out.diagnostics, n_used=n, seed=spec.seed))
+                         diagnostics, central_quality(k, float(epsilon), b, out.centers, diagnostics, spec.algorithm))
 
 
 def simulate_central(points: NDArray[np.float64], k: int, epsilon: float, delta: float, bound: PublicBound,
@@ -120,7 +124,7 @@ def simulate_central(points: NDArray[np.float64], k: int, epsilon: float, delta:
         "trivial_objective": kmeans_cost(ball, ball.mean(0, keepdims=True)) / len(points),
         "kmedian_objective": kmedian_cost(ball, bound.to_ball(res.centers)) / len(points),
         "privacy": {key: res.privacy[key] for key in ("model", "device_epsilon", "central_epsilon", "delta")},
-        "diagnostics": res.diagnostics, "centers": res.centers.tolist(),
+        "diagnostics": res.diagnostics, "quality": res.quality, "centers": res.centers.tolist(),
     }
     if as_json:
         print(json.dumps(out))
@@ -134,6 +138,7 @@ def simulate_central(points: NDArray[np.float64], k: int, epsilon: float, delta:
     dg = res.diagnostics
     print(f"  coreset: {dg['proxy_points']} cells of {dg['candidates']} candidates, projected to d'={dg['proj_dim']}, "
           f"{dg.get('lift_steps', 0)} lift step(s); {seconds:.2f} s")
+    print(f"  verdict: {res.quality['verdict']}")
     print("  centers (original space):")
     print(format_centers(out["centers"]))
     return 0

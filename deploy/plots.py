@@ -11,6 +11,10 @@ from one round is seed 001's greedy (a round kind of its own).
 
 For d > 2 the data and centers are drawn on the data's first two principal
 axes (computed from X, which the caller holds; nothing is published).
+
+A title names the answer the verdict gives (``answer_title``): "private
+mean" when every center is the private mean, "N distinct centers of k"
+when centers coincide, never "clusters" for either.
 """
 
 from __future__ import annotations
@@ -43,6 +47,26 @@ def _axes2(x: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.floa
     return origin, vt[:2], ("principal axis 1", "principal axis 2")
 
 
+def answer_title(quality: dict[str, Any] | None, k: int) -> str:
+    """What a fitted model's centers are, in a few words, from its verdict: "private
+    mean" (the certificate kept the mean, or a mean-only round), "N distinct
+    centers of k" when fewer than k differ, else "k clusters" ("not
+    certified" when nothing tested them against the mean), or the verdict's
+    own answer ("unreliable sketch", "nothing released")."""
+    q = quality or {}
+    answer, distinct = q.get("answer"), q.get("distinct_centers")
+    if answer == "mean-only round":
+        return "private mean (mean-only round)"
+    if answer == "private mean":
+        return "private mean" if distinct in (None, 1) else f"private mean (+ {distinct - 1} uncertified guesses)"
+    if answer in ("clusters", "one bucket"):
+        shown = "" if q.get("certified", True) else " (not certified)"
+        if distinct is not None and distinct < k:
+            return f"{distinct} distinct center{'' if distinct == 1 else 's'} of {k}{shown}"
+        return f"{k} clusters{shown}"
+    return str(answer) if answer else "no verdict"
+
+
 def plot_centers(X: ArrayLike, model: PrivateKMeans, ax: Any = None, max_points: int = 5000) -> Any:
     """The fitted centers (numbered crosses) over a sample of X, with the
     verdict in the title. Returns the matplotlib Axes."""
@@ -60,13 +84,12 @@ def plot_centers(X: ArrayLike, model: PrivateKMeans, ax: Any = None, max_points:
         ax.annotate(str(i), (a, b), xytext=(5, 5), textcoords="offset points", color="#d0202a", weight="bold")
     ax.set_xlabel(labels[0])
     ax.set_ylabel(labels[1])
-    answer = (model.quality_ or {}).get("answer", "")
-    ax.set_title(f"k={model.n_clusters}, eps={model.epsilon}, {model.model} model: {answer}")
+    ax.set_title(f"k={model.k}, eps={model.epsilon}, {model.model} model: {answer_title(model.quality_, model.k)}")
     ax.legend(loc="best", fontsize=8)
     return ax
 
 
-def accuracy_vs_epsilon(X: ArrayLike, n_clusters: int, epsilons: Sequence[float], ax: Any = None,
+def accuracy_vs_epsilon(X: ArrayLike, k: int, epsilons: Sequence[float], ax: Any = None,
                         **estimator: Any) -> tuple[Any, dict[str, list[float]]]:
     """k-means cost per row of the private centers at each eps (one simulated
     round each, ``PrivateKMeans(**estimator)``), beside the one-center cost.
@@ -74,7 +97,7 @@ def accuracy_vs_epsilon(X: ArrayLike, n_clusters: int, epsilons: Sequence[float]
     plt = _pyplot()
     x = np.asarray(X, dtype=np.float64)
     n = x.shape[0]
-    costs = [kmeans_cost(x, PrivateKMeans(n_clusters, epsilon=float(e), **estimator).fit(x).cluster_centers_) / n
+    costs = [kmeans_cost(x, PrivateKMeans(k, epsilon=float(e), **estimator).fit(x).cluster_centers_) / n
              for e in epsilons]
     one = kmeans_cost(x, x.mean(0, keepdims=True)) / n
     if ax is None:
@@ -85,7 +108,7 @@ def accuracy_vs_epsilon(X: ArrayLike, n_clusters: int, epsilons: Sequence[float]
     ax.set_yscale("log")
     ax.set_xlabel("epsilon")
     ax.set_ylabel("k-means cost per row (X's units squared)")
-    ax.set_title(f"accuracy vs epsilon, k={n_clusters}, n={n}")
+    ax.set_title(f"accuracy vs epsilon, k={k}, n={n}")
     ax.legend(fontsize=8)
     return ax, {"epsilon": [float(e) for e in epsilons], "cost": costs, "one_center": [one]}
 
