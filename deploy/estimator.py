@@ -95,6 +95,18 @@ def _as_rows(X: Any) -> NDArray[np.float64]:
     return x
 
 
+def _name_mismatch(names: list[str], fitted: list[str]) -> str:
+    """scikit-learn's message for columns that are not the fitted ones (its checks match on it)."""
+    def listed(which: list[str]) -> str:
+        return "".join(f"- {n}\n" for n in which[:5]) + ("- ...\n" if len(which) > 5 else "")
+
+    unseen, missing = sorted(set(names) - set(fitted)), sorted(set(fitted) - set(names))
+    msg = "The feature names should match those that were passed during fit.\n"
+    msg += f"Feature names unseen at fit time:\n{listed(unseen)}" if unseen else ""
+    msg += f"Feature names seen at fit time, yet now missing:\n{listed(missing)}" if missing else ""
+    return msg if unseen or missing else msg + "Feature names must be in the same order as they were in fit.\n"
+
+
 def _is_int(v: Any) -> bool:
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
@@ -305,8 +317,7 @@ class PrivateKMeans:
             warnings.warn("X has feature names, but PrivateKMeans was fitted without feature names",
                           UserWarning, stacklevel=3)
         elif names is not None and fitted is not None and list(names) != list(fitted):
-            raise ConfigError(f"The feature names should match those that were passed during fit: got "
-                              f"{list(names)}, fitted on {list(fitted)}")
+            raise ConfigError(_name_mismatch(list(names), list(fitted)))
         x = _as_rows(X)
         if x.shape[1] != self.n_features_in_:
             raise ConfigError(f"X has {x.shape[1]} features, but PrivateKMeans is expecting {self.n_features_in_} "

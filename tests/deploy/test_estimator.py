@@ -178,9 +178,27 @@ def test_a_dataframe_sets_feature_names_and_is_checked_by_name():
     df = pd.DataFrame(_blobs(3000), columns=["lat", "lon"])
     km = PrivateKMeans(3, epsilon=4.0, bounds=BOX, random_state=0).fit(df)
     assert list(km.feature_names_in_) == ["lat", "lon"] and km.n_features_in_ == 2
-    assert np.array_equal(km.predict(df), km.predict(df.to_numpy()))
-    with pytest.raises(ValueError, match="feature names should match"):
+    with pytest.warns(UserWarning, match="X does not have valid feature names, but PrivateKMeans was fitted with"):
+        plain = km.predict(df.to_numpy())
+    assert np.array_equal(km.predict(df), plain)
+
+
+def test_a_dataframe_with_other_columns_is_refused_naming_them():
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame(_blobs(3000), columns=["lat", "lon"])
+    km = PrivateKMeans(3, epsilon=4.0, bounds=BOX, random_state=0).fit(df)
+    with pytest.raises(ValueError, match="feature names should match.*\nFeature names unseen at fit time:\n- y\n"):
         km.predict(df.rename(columns={"lat": "y"}))
+    with pytest.raises(ValueError, match="must be in the same order"):
+        km.predict(df[["lon", "lat"]])
+
+
+def test_a_dataframe_after_fitting_an_array_warns():
+    pd = pytest.importorskip("pandas")
+    x = _blobs(3000)
+    km = PrivateKMeans(3, epsilon=4.0, bounds=BOX, random_state=0).fit(x)
+    with pytest.warns(UserWarning, match="X has feature names, but PrivateKMeans was fitted without"):
+        km.predict(pd.DataFrame(x, columns=["lat", "lon"]))
 
 
 # -- one test per invalid input or parameter --

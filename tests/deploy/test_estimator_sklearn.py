@@ -28,7 +28,11 @@ from sklearn.base import clone  # noqa: E402
 from sklearn.model_selection import GridSearchCV  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
 from sklearn.preprocessing import MinMaxScaler  # noqa: E402
-from sklearn.utils.estimator_checks import check_clustering, parametrize_with_checks  # noqa: E402
+from sklearn.utils.estimator_checks import (  # noqa: E402
+    check_clustering,
+    check_dataframe_column_names_consistency,
+    parametrize_with_checks,
+)
 
 from shoal import PrivateKMeans  # noqa: E402
 
@@ -73,6 +77,13 @@ def test_scikit_learns_clustering_check(model, epsilon, readonly):
     encoder = "nettree" if model == "shuffle" else "auto"  # 50 rows: too few for a partition round's sums
     check_clustering("PrivateKMeans", PrivateKMeans(3, epsilon=epsilon, model=model, encoder=encoder, radius=3.0),
                      readonly_memmap=readonly)
+
+
+@pytest.mark.parametrize("model", ["local", "shuffle", "central"])
+def test_scikit_learns_pandas_column_names_check(model):
+    """Not among the common checks scikit-learn yields for third-party estimators; run by name."""
+    pytest.importorskip("pandas")
+    check_dataframe_column_names_consistency("PrivateKMeans", PrivateKMeans(3, model=model, radius=3.0))
 
 
 def test_clone_copies_the_parameters_of_the_issues_example():
