@@ -10,6 +10,7 @@ import pytest
 
 from shoal.common.bounds import PublicBound
 from shoal.deploy.estimator import NotFittedError, PrivateKMeans
+from shoal.deploy.verdicts import central_quality, partition_quality
 
 TRUTH = np.array([[20.0, 20.0], [80.0, 30.0], [50.0, 85.0]])
 BOX = ([0, 0], [100, 100])
@@ -153,6 +154,18 @@ def test_a_central_private_mean_says_so():
     km = PrivateKMeans(10, epsilon=0.5, model="central", radius=3.0, random_state=0).fit(x)
     assert km.quality_["answer"] == "private mean" and km.quality_["distinct_centers"] == 1
     assert "private mean" in km.quality_["verdict"]
+
+
+def test_a_partition_round_that_kept_no_bucket_says_nothing_was_released():
+    q = partition_quality(3, PublicBound(radius=1.0), np.zeros((3, 2)), {"buckets": 8, "buckets_kept": 0}, 1.0)
+    assert q["answer"] == "nothing released" and q["distinct_centers"] == 1 and q["clusters_found"] is False
+
+
+def test_a_central_run_without_a_test_against_the_mean_is_not_certified():
+    ball = np.array([[0.5, 0.0], [-0.5, 0.0], [-0.5, 0.0]])
+    q = central_quality(3, 1.0, PublicBound(radius=1.0), ball, {"proxy_points": 5}, "maxcover-003")
+    assert q["answer"] == "clusters" and q["certified"] is False and "not certified" in q["verdict"]
+    assert q["distinct_centers"] == 2 and "1 center(s) repeat others" in q["verdict"]
 
 
 def test_shuffle_with_refine_auto_stays_within_the_total_budget():
