@@ -90,10 +90,16 @@ def tree(api: Api, points: NDArray[np.float64], **body: object) -> str:
     return str(rnd["id"])
 
 
-def fewer_distinct_centers(api: Api) -> str:
-    """Every device at one point, k = 6: the decoder returns 6 rows of one center
-    (and one expected error per distinct center): the issue-39 500."""
+def one_point(api: Api) -> str:
+    """Every device at one point, k = 6: a mean-only round, k copies of one center."""
     return tree(api, np.full((50, 2), 0.3), k=6)
+
+
+def fewer_distinct_centers(api: Api) -> str:
+    """Devices at two points, k = 6: the tree finds two centers and repeats one of
+    them, so ``center_errors`` (one per distinct center) is shorter than the six
+    centers: the issue-39 500."""
+    return tree(api, np.repeat(np.array([[0.5, 0.0], [-0.5, 0.2]]), 1000, axis=0), k=6)
 
 
 def one_report(api: Api) -> str:
@@ -101,11 +107,13 @@ def one_report(api: Api) -> str:
 
 
 def tree_2d(api: Api) -> str:
-    return tree(api, blobs(600, 2))
+    """Three clusters found, over a coreset of tens of nodes."""
+    return tree(api, blobs(5000, 2, seed=1), encoder="nettree")
 
 
 def tree_5d(api: Api) -> str:
-    return tree(api, blobs(600, 5, seed=1), encoder="nettree")
+    """d = 5: the picture is the coreset on its two principal axes."""
+    return tree(api, blobs(3000, 5, seed=1))
 
 
 def tree_shuffle(api: Api) -> str:
@@ -201,11 +209,11 @@ def elbow(api: Api) -> tuple[str, str]:
 
 def every_shape(api: Api) -> dict[str, str]:
     """One decoded round of every result shape the dashboard must draw, by name."""
-    out = {"fewer distinct centers than k": fewer_distinct_centers(api), "one report": one_report(api),
-           "tree 2-D": tree_2d(api), "tree 5-D": tree_5d(api), "tree shuffle": tree_shuffle(api),
-           "sketch": sketch(api), "central": central(api), "central greedy": central(api, "greedy-001"),
-           "continual": continual(api), "partition": partition(api)}
-    out["refine"] = refine(api, out["tree 2-D"], blobs(600, 2))
+    out = {"fewer distinct centers than k": fewer_distinct_centers(api), "one point": one_point(api),
+           "one report": one_report(api), "tree 2-D": tree_2d(api), "tree 5-D": tree_5d(api),
+           "tree shuffle": tree_shuffle(api), "sketch": sketch(api), "central": central(api),
+           "central greedy": central(api, "greedy-001"), "continual": continual(api), "partition": partition(api)}
+    out["refine"] = refine(api, out["tree 2-D"], blobs(600, 2, seed=1))
     out["local refine"] = local_refine(api, out["tree 5-D"], blobs(600, 5, seed=9))
     out["greedy tree"], out["elbow"] = elbow(api)
     return out

@@ -176,3 +176,47 @@ def test_operator_opens_an_elbow_round_on_a_greedy_round_and_reads_its_curve(ser
     suggested = httpx.get(server.url + f"/rounds/{child}/result").json()["elbow"]["suggested_k"]
     assert f"suggested k' = {suggested}" in page.inner_text("main")
     assert "at once" in page.inner_text("main") and page.query_selector("form.elbow") is None
+
+
+def test_every_result_shape_opens_in_the_browser_without_an_error(server, page, tmp_path: Path):
+    """Issue 39: one server, a decoded round of every result shape (``dashboard_rounds.py``:
+    fewer distinct centers than k, one report, d = 5, shuffle, sketch, central, greedy, refine,
+    local refine, partition, elbow, continual); each page opens with no response >= 500, its centers
+    table and plot drawn, no CSP refusal in the console, and is screenshot into ``tmp_path``."""
+    import httpx
+    from dashboard_rounds import Api, every_shape
+
+    with httpx.Client(base_url=server.url, timeout=120) as client:
+        shapes = every_shape(Api(client, server.operator, server.shuffler))
+    failures: list[str] = []
+    # Any answer >= 500, any failed fetch but the browser's own favicon guess, any CSP refusal.
+    page.on("response", lambda r: failures.append(f"{r.status} {r.url}")
+            if r.status >= 500 or (r.status >= 400 and not r.url.endswith("/favicon.ico")) else None)
+    page.on("console", lambda m: failures.append(m.text)
+            if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
+    page.set_default_timeout(30_000)
+    page.goto(server.url + "/ui/login")
+    page.fill("input[name=token]", server.operator)
+    page.click("button[type=submit]")
+    page.wait_for_url("**/ui/rounds")
+    for name, rid in shapes.items():
+        assert page.query_selector(f"tr[data-round='{rid}']") is not None, name
+    page.screenshot(path=str(tmp_path / "rounds.png"), full_page=True)
+    for name, rid in shapes.items():
+        response = page.goto(server.url + f"/ui/rounds/{rid}")
+        assert response is not None and response.status == 200, name
+        assert response.headers["content-security-policy"].endswith("frame-ancestors 'none'"), name
+        plot = page.query_selector("svg.plot[data-plot=centers]")
+        assert plot is not None and plot.bounding_box()["width"] > 300, name  # drawn, not just in the markup
+        rows = len(page.query_selector_all("table.centers tbody tr"))
+        assert rows >= 1 and len(plot.query_selector_all("path.center")) == rows, name
+        assert "could not be drawn" not in page.inner_text("main"), name
+        page.screenshot(path=str(tmp_path / f"{name.replace(' ', '-')}.png"), full_page=True)
+    assert failures == []
+    # Log out; the cookie saved before it no longer opens the dashboard.
+    saved = page.context.cookies()
+    page.click("button[name=logout]")
+    page.wait_for_url("**/ui/login")
+    page.context.add_cookies(saved)
+    page.goto(server.url + "/ui/rounds")
+    assert page.url.startswith(server.url + "/ui/login")

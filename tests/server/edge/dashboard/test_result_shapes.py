@@ -47,7 +47,7 @@ def _result(client: TestClient, rid: str) -> dict:
 
 def test_every_result_shape_has_its_page_table_and_plot(site):
     client, shapes = site
-    assert len(shapes) == 14
+    assert len(shapes) == 15
     for name, rid in shapes.items():
         r = client.get(f"/ui/rounds/{rid}")
         assert r.status_code == 200, (name, r.status_code, r.text[:300])
@@ -70,12 +70,12 @@ def test_kinds_with_an_elbow_curve_draw_it(site):
 def test_fewer_distinct_centers_than_k_say_which_center_each_repeats(site):
     """The issue's 500: k rows of centers, one expected error per distinct center."""
     client, shapes = site
-    for name in ("fewer distinct centers than k", "tree 2-D", "tree 5-D"):
+    for name in ("fewer distinct centers than k", "one point", "tree 2-D", "tree 5-D"):
         result = client.get(f"/rounds/{shapes[name]}/result").json()
         distinct = result["quality"]["distinct_centers"]
         page = client.get(f"/ui/rounds/{shapes[name]}").text
         assert page.count("(repeats center") == len(result["centers"]) - distinct, name
-    result = client.get(f"/rounds/{shapes['tree 2-D']}/result").json()
+    result = client.get(f"/rounds/{shapes['fewer distinct centers than k']}/result").json()
     assert len(result["quality"]["center_errors"]) < len(result["centers"])  # the shape that was a 500
 
 
