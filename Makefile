@@ -11,6 +11,12 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[server,scale,dev]'
 	touch $@
 
+$(VENV)/.installed-server: pyproject.toml setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[server]'
+	touch $@
+
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy common client server shuffler deploy
@@ -18,8 +24,10 @@ lint: $(VENV)/.installed
 test: lint
 	$(PY) -m pytest -n 2 --durations=25
 
-demo: $(VENV)/.installed
-	$(VENV)/bin/shoal sim --users 5000 --via-shuffler
+# The demo installs only what it runs (the server extra: server, shuffler, simulator), not the dev
+# and scale extras; it keeps its round in build/demo and ends with the dashboard (shoal sim --keep).
+demo: $(VENV)/.installed-server
+	$(VENV)/bin/shoal sim --users 5000 --via-shuffler --keep build/demo
 
 demo-core: $(VENV)/.installed
 	$(VENV)/bin/shoal demo

@@ -110,6 +110,9 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
                         help="decode the round's reports on this Dask scheduler (server/rounds/reduction.py)")
         sm.add_argument("--no-cluster", action="store_true",
                         help="send and flush, but leave clustering to the operator (devices joining a round)")
+        sm.add_argument("--keep", type=Path, default=None, metavar="DIR",
+                        help="keep the started services' store, key and logs in DIR and end with the dashboard: "
+                             "on a terminal the services stay up until Ctrl-C; unattended (CI) it says how to reopen")
         sm.add_argument("--allow-non-loopback", action="store_true",
                         help="only inside a container network of your own (docker compose); never needed here")
         sm.add_argument("--json", action="store_true")

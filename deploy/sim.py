@@ -120,12 +120,21 @@ class Services:
     ``db_url``: the servers' store (default: a SQLite file in the folder);
     ``replicas``: that many servers on it, sharing one key (``server_urls``)."""
 
-    def __init__(self, via_shuffler: bool, min_batch: int, db_url: str | None = None, replicas: int = 1) -> None:
-        self.tmp = tempfile.TemporaryDirectory(prefix="shoal-sim-")
+    def __init__(self, via_shuffler: bool, min_batch: int, db_url: str | None = None, replicas: int = 1,
+                 keep: Path | None = None) -> None:
+        """``keep``: the folder for the store, key and logs, kept after the
+        run (``shoal sim --keep``) instead of a temporary one."""
+        self.tmp: tempfile.TemporaryDirectory[str] | None = None
+        if keep is None:
+            self.tmp = tempfile.TemporaryDirectory(prefix="shoal-sim-")
+            self.dir = Path(self.tmp.name)
+        else:
+            self.dir = keep.resolve()
+            self.dir.mkdir(parents=True, exist_ok=True)
         self.env = dict(os.environ, SHOAL_OPERATOR_TOKEN=secrets.token_urlsafe(18),
                         SHOAL_SHUFFLER_TOKEN=secrets.token_urlsafe(18),
                         SHOAL_ENROL_TOKEN=secrets.token_urlsafe(18),
-                        SHOAL_KEY_PATH=str(Path(self.tmp.name) / "key.pem"))
+                        SHOAL_KEY_PATH=str(self.dir / "key.pem"))
         self.procs: list[subprocess.Popen[bytes]] = []
         self.logs: list[Path] = []
         try:
@@ -141,13 +150,13 @@ class Services:
             self.server_urls = [self.server_url] + [f"http://127.0.0.1:{free_port()}" for _ in range(replicas - 1)]
             for url in self.server_urls:
                 self._spawn("server", ["--port", url.rsplit(":", 1)[1], "--db",
-                                       db_url or f"sqlite:///{self.tmp.name}/server.db", "--log-level", "warning"])
+                                       db_url or f"sqlite:///{self.dir}/server.db", "--log-level", "warning"])
                 wait_healthy(url, self.procs[-1], self.logs[-1])
             if self.shuffler_url is not None:
                 # The operator pins the server's identity on the shuffler (out of band: here, from the server it started).
                 self.server_key = httpx.get(self.server_url + "/server-key", timeout=10).json()["fingerprint"]
                 self._spawn("shuffler", ["--server-url", self.server_url, "--port", str(sport), "--server-key",
-                             self.server_key, "--min-batch", str(min_batch), "--db", f"{self.tmp.name}/shuffler.db",
+                             self.server_key, "--min-batch", str(min_batch), "--db", f"{self.dir}/shuffler.db",
                              "--log-level", "warning"])
                 wait_healthy(self.shuffler_url, self.procs[-1], self.logs[-1])
         except BaseException:
@@ -157,14 +166,15 @@ class Services:
     def _spawn(self, verb: str, argv: list[str]) -> None:
         """``shoal VERB ARGV`` in a child process; its output goes to a log file
         in the temporary folder, shown if the child dies (``wait_healthy``)."""
-        self.logs.append(Path(self.tmp.name) / f"{verb}-{len(self.logs)}.log")
+        self.logs.append(self.dir / f"{verb}-{len(self.logs)}.log")
         with self.logs[-1].open("wb") as log:
             self.procs.append(subprocess.Popen([sys.executable, "-m", "shoal.common.cli", verb, *argv],
                                                env=self.env, stdout=log, stderr=subprocess.STDOUT))
 
     def close(self) -> None:
         stop_processes(self.procs)
-        self.tmp.cleanup()
+        if self.tmp is not None:
+            self.tmp.cleanup()
 
 
 def _secure_sum_child(args: argparse.Namespace, ds: Dataset, rid: str, server_url: str, shuffler_url: str,
@@ -353,6 +363,10 @@ def run_sim(args: argparse.Namespace) -> int:
                                             or args.model == "central"):
         print("shoal sim: --records-per-device is for local-model sketch rounds and central rounds", file=sys.stderr)
         return 2
+    if getattr(args, "keep", None) is not None and args.server_url:
+        print(f"shoal sim: --keep {args.keep} keeps the store of the services sim starts; with --server-url "
+              "the services are yours", file=sys.stderr)
+        return 2
     joining = bool(args.round or args.round_file) and not args.create_only
     if (joining or args.create_only) and not args.server_url:
         print("shoal sim: --round, --round-file and --create-only work with a running server: give --server-url",
@@ -380,7 +394,7 @@ def run_sim(args: argparse.Namespace) -> int:
         op_token = os.environ.get("SHOAL_OPERATOR_TOKEN", "")
     else:
         try:
-            services = Services(args.via_shuffler, args.min_batch)
+            services = Services(args.via_shuffler, args.min_batch, keep=getattr(args, "keep", None))
         except RuntimeError as exc:  # a service died at start: its own last lines, no traceback
             print(f"shoal sim: {exc}", file=sys.stderr)
             return 1
@@ -532,7 +546,40 @@ def run_sim(args: argparse.Namespace) -> int:
             print("  cost per point of the first k' centers, released +- band / the data's: "
                   + ", ".join(f"{c['k']}: {c['cost'] / n:.4g} +- {c['band'] / n:.2g} / {t / n:.4g}"
                               for c, t in zip(costs, el["data_cost"], strict=True)))
+        if services is not None and getattr(args, "keep", None) is not None and not args.json:
+            _dashboard_ending(services, rid)
         return 0
     finally:
         if services is not None:
             services.close()
+
+
+def _dashboard_ending(services: Services, rid: str) -> None:
+    """``--keep``'s ending (issue 39: the demo never mentioned the dashboard).
+    On an interactive terminal outside CI the services stay up, the dashboard's
+    URL and the operator token on screen, until Ctrl-C; unattended (CI, no
+    terminal) it ends by itself, printing how to reopen the kept store."""
+    token = services.env["SHOAL_OPERATOR_TOKEN"]
+    if sys.stdin.isatty() and not os.environ.get("CI"):
+        print(f"\nSee round {rid} in the dashboard: {services.server_url}/ui/rounds/{rid}\n"
+              f"  log in with the operator token {token}\n"
+              "The server and shuffler stay up until Ctrl-C.", flush=True)
+        try:
+            while all(p.poll() is None for p in services.procs):
+                time.sleep(0.5)
+            print("shoal sim: a service stopped; see its log in " + _shown(services.dir), file=sys.stderr)
+        except KeyboardInterrupt:
+            print("\nshoal sim: stopped", flush=True)
+        return
+    shoal = Path(sys.executable).with_name("shoal")
+    command = _shown(shoal) if shoal.exists() else f"{_shown(Path(sys.executable))} -m shoal.common.cli"
+    print(f"\nThe services have stopped; round {rid} is kept in {_shown(services.dir)}. To see it in the dashboard:\n"
+          f"  SHOAL_OPERATOR_TOKEN={token} SHOAL_KEY_PATH={_shown(services.dir / 'key.pem')} {command} server "
+          f"--db sqlite:///{_shown(services.dir / 'server.db')}\n"
+          f"  then open http://127.0.0.1:8000/ui/rounds/{rid} and log in with the operator token {token}", flush=True)
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working folder when it is inside it (shorter to copy), else absolute."""
+    rel = os.path.relpath(path)
+    return rel if not rel.startswith("..") else str(path)
