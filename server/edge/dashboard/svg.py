@@ -22,7 +22,12 @@ class _Frame:
 
     def __init__(self, xy: NDArray[np.float64], equal: bool = True) -> None:
         lo, hi = xy.min(0), xy.max(0)
-        span = np.maximum(hi - lo, 1e-12)
+        # A flat axis (every point at one value: one distinct center, no coreset) spans a
+        # fifth of its value's size, at least 0.2, not 1e-12 (ticks read 6e-14 on such a page).
+        flat = hi - lo <= 1e-9 * np.maximum(np.abs(hi), 1.0)
+        size = 0.2 * np.maximum(np.abs(hi), 1.0)
+        lo, hi = np.where(flat, lo - size / 2, lo), np.where(flat, hi + size / 2, hi)
+        span = hi - lo
         lo, hi = lo - 0.06 * span, hi + 0.06 * span
         if equal:
             mid, half = (lo + hi) / 2, (hi - lo).max() / 2

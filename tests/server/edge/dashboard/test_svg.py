@@ -30,3 +30,10 @@ def test_line_plot_draws_the_band_and_one_point_per_k():
 def test_line_plot_refuses_bad_series(xs, ys, band):
     with pytest.raises(ValueError, match="line_plot needs"):
         line_plot(xs, ys, band, "x", "y")
+
+
+def test_centers_at_one_point_get_readable_axes():
+    """One distinct center and no coreset: the axes span a readable range around it."""
+    svg = centers_plot(np.zeros((0, 2)), np.zeros(0), np.zeros((3, 2)), "x", "y")
+    ticks = [float(t) for t in re.findall(r'class="tick"[^>]*>([^<]+)<', svg)]
+    assert max(ticks) - min(ticks) > 0.1
