@@ -222,6 +222,22 @@ class ClusterIn(BaseModel):
     dask: str | None = Field(None, max_length=256, pattern=r"^((tcp|tls)://\S+)?$", description=(
         "sum the round's reports on this Dask scheduler (tcp://HOST:PORT); \"\": in the server's process; "
         "default: the server's SHOAL_DASK_SCHEDULER (server/rounds/reduction.py)"))
+    again: bool = Field(False, description=(
+        "decode a done round anew (post-processing: kinds whose devices did all the randomising); the earlier "
+        "results stay (GET /rounds/{id}/results). Refused (409) for rounds whose decode draws private noise "
+        "(central): their first result is their one release. Without it, a done round's stored result is "
+        "returned unchanged"))
+    fallback: bool | None = Field(None, description=(
+        "if the Dask cluster is lost or passes the decode's deadline, decode in the server's process instead "
+        "of answering 503; default: the server's SHOAL_DASK_FALLBACK"))
+
+
+class ResultVersionOut(BaseModel):
+    """One result a round's decodes wrote (``GET /rounds/{id}/results``)."""
+
+    version: int = Field(description="1 for the first decode (the release); re-decodes add versions")
+    written: float = Field(description="when it was written (seconds since the epoch)")
+    result: dict[str, Any]
 
 
 class ElbowIn(BaseModel):

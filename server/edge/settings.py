@@ -17,7 +17,11 @@ and SHOAL_REPORT_RETENTION_DAYS (default 0, keep: otherwise the reports
 of a decoded round are deleted this many days after it was created; its
 result stays) and SHOAL_DASK_SCHEDULER (default unset: decodes run in the
 server's process; ``tcp://HOST:PORT``: they sum the reports on that Dask
-cluster, ``rounds/reduction.py``).
+cluster, ``rounds/reduction.py``) and SHOAL_DASK_DEADLINE_SECONDS (default 0:
+from the round's size, 60 s + 10 us a report; a decode on Dask still running
+then is given up, its round back to ``closed`` with the error, and answers
+503) and SHOAL_DASK_FALLBACK (default false: a decode Dask lost answers 503;
+true: it is decoded in the server's own process instead).
 Tokens must have at least 16 characters.
 """
 
@@ -61,6 +65,8 @@ class Settings:
     body_seconds: float = 30.0
     shuffler_url: str = ""
     dask_scheduler: str = ""
+    dask_deadline_seconds: float = 0.0
+    dask_fallback: bool = False
 
     def __post_init__(self) -> None:
         if not self.operator_token or not self.shuffler_token:
@@ -91,6 +97,9 @@ class Settings:
                 check_scheduler(self.dask_scheduler)
             except ConfigError as exc:
                 raise ConfigError(f"SHOAL_DASK_SCHEDULER: {exc}") from None
+        if not 0 <= self.dask_deadline_seconds <= 7 * 86400:
+            raise ConfigError(f"SHOAL_DASK_DEADLINE_SECONDS={self.dask_deadline_seconds} is outside 0..604800 "
+                              "(0: from the round's size)")
         if self.max_batch < 1 or self.max_body_bytes < 1024:
             raise ConfigError(f"bad limits: max_batch={self.max_batch}, max_body_bytes={self.max_body_bytes}")
 
@@ -113,6 +122,8 @@ class ServerEnvironment(ServiceEnvironment):
     header_seconds: float = Settings.header_seconds
     body_seconds: float = Settings.body_seconds
     dask_scheduler: str = Settings.dask_scheduler
+    dask_deadline_seconds: float = Settings.dask_deadline_seconds
+    dask_fallback: bool = Settings.dask_fallback
 
 
 def load_settings(host: str = "127.0.0.1", db_url: str | None = None, dask: str | None = None) -> Settings:
@@ -136,4 +147,6 @@ def load_settings(host: str = "127.0.0.1", db_url: str | None = None, dask: str 
         body_seconds=env.body_seconds,
         shuffler_url=env.shuffler_url.rstrip("/"),
         dask_scheduler=env.dask_scheduler if dask is None else dask,
+        dask_deadline_seconds=env.dask_deadline_seconds,
+        dask_fallback=env.dask_fallback,
     )

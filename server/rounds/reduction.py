@@ -29,9 +29,12 @@ are two pip-installed commands.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import os
 import threading
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -49,6 +52,8 @@ from shoal.server.storage.store import IdRange, Store, open_store
 # ranges of 10^7 / 3 rows on one worker peaked at 2356 MB against 953 MB).
 SPLIT_EVERY = 2  # accumulators merged by one task of the reduction tree: at d = 100 each is 700 MB
 CONNECT_SECONDS = 10.0
+POLL_SECONDS = 0.5  # how often a decode on Dask looks at its cluster while it waits
+NO_WORKERS_SECONDS = 3.0  # a cluster with no worker this long has lost the decode's tasks
 SCHEDULER_SCHEMES = ("tcp://", "tls://")
 
 
@@ -133,20 +138,28 @@ def worker_url(db_url: str) -> str:
     return "sqlite:///" + os.path.abspath(path)
 
 
-def accumulate_on_dask(scheduler: str, db_url: str, kind_name: str, cfg: Any, round_id: str,
-                       partitions: int | None = None, split_every: int = SPLIT_EVERY) -> Accumulator:
-    """The round's accumulator, summed on the Dask cluster at ``scheduler``
-    (``partitions`` id ranges; default one per worker thread)."""
+def deadline_seconds(reports: int, setting: float = 0.0) -> float:
+    """How long a decode on Dask may take before it is given up (issue 44):
+    ``setting`` (SHOAL_DASK_DEADLINE_SECONDS) when positive, else from the
+    round's size: 60 s plus 10 us a report, about seven times the slowest
+    rate measured (10^8 reports on one worker: 146.6 s, 1.5 us a report)."""
+    if setting < 0:
+        raise ConfigError(f"a Dask decode's deadline must be >= 0 seconds (0: from the round's size), got {setting}")
+    return setting if setting > 0 else 60.0 + 1e-5 * max(reports, 0)
+
+
+def connect(scheduler: str, db_url: str) -> Any:
+    """A client of the scheduler, checked before a decode takes its round's
+    lease: a bad address, a store its workers cannot open, a missing extra
+    (ConfigError) or a scheduler that does not answer or has no workers
+    (DaskUnavailable) refuse the decode with the round's state unchanged."""
     check_scheduler(scheduler)
-    url = worker_url(db_url)
+    worker_url(db_url)
     try:
-        import dask.bag
         import distributed
     except ModuleNotFoundError as exc:
         raise ConfigError(f"decoding on Dask needs the 'scale' extra ({exc.name} is not installed): "
                           "pip install 'shoal[scale]'") from None
-    if split_every < 2:
-        raise ConfigError(f"split_every must be >= 2, got {split_every}")
     try:
         # direct_to_workers: the merged accumulator comes straight from the worker
         # that holds it; through the scheduler it cost the scheduler 700 MB of
@@ -155,13 +168,81 @@ def accumulate_on_dask(scheduler: str, db_url: str, kind_name: str, cfg: Any, ro
                                     direct_to_workers=True)
     except (OSError, TimeoutError) as exc:
         raise DaskUnavailable(f"the Dask scheduler {scheduler} cannot be reached: {exc}") from None
+    if not _threads(client):  # the tasks would wait for a worker for ever
+        client.close()
+        raise DaskUnavailable(f"the Dask scheduler {scheduler} has no workers")
+    return client
+
+
+def _threads(client: Any) -> int:
+    """Worker threads the scheduler knows now (0 if it does not answer within a few seconds)."""
+    try:
+        return int(sum(client.nthreads(callback_timeout=CONNECT_SECONDS).values()))
+    except Exception:  # noqa: BLE001 -- a scheduler that cannot answer has no worker for us
+        return 0
+
+
+def accumulate_on_dask(scheduler: str, db_url: str, kind_name: str, cfg: Any, round_id: str,
+                       partitions: int | None = None, split_every: int = SPLIT_EVERY,
+                       deadline: float | None = None, client: Any = None) -> Accumulator:
+    """The round's accumulator, summed on the Dask cluster at ``scheduler``
+    (``partitions`` id ranges; default one per worker thread), within
+    ``deadline`` seconds (None: ``deadline_seconds`` of no reports, 60 s).
+
+    A cluster that loses every worker for ``NO_WORKERS_SECONDS`` or its
+    scheduler, or a decode past its deadline, raises DaskUnavailable: the
+    tasks are cancelled and nothing waits on them (before issue 44 a decode
+    whose workers were all killed waited for ever, holding its round's
+    lease). ``client``: one from ``connect`` (closed here either way)."""
+    if split_every < 2:
+        raise ConfigError(f"split_every must be >= 2, got {split_every}")
+    client = client if client is not None else connect(scheduler, db_url)
+    limit = deadline_seconds(0) if deadline is None else deadline
+    url = worker_url(db_url)
+    import dask.bag
+
     with client:
-        threads = sum(client.nthreads().values())
-        if threads == 0:  # the tasks would wait for a worker for ever, holding the round's lease
-            raise DaskUnavailable(f"the Dask scheduler {scheduler} has no workers")
-        parts = partitions or min(1 << 16, threads)
+        parts = partitions or min(1 << 16, max(_threads(client), 1))
         bag = dask.bag.from_sequence(id_ranges(parts), npartitions=parts)
         total = bag.reduction(functools.partial(_partition, url, kind_name, cfg, round_id), _merge,
                               split_every=split_every)
-        acc: Accumulator = client.compute(total).result()
+        future = client.compute(total)
+        try:
+            acc: Accumulator = _wait(client, future, scheduler, limit)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                client.cancel([future])
+            raise
         return acc
+
+
+def _wait(client: Any, future: Any, scheduler: str, limit: float) -> Any:
+    """The future's value, polled: DaskUnavailable past ``limit`` seconds, when
+    no worker has been connected for ``NO_WORKERS_SECONDS``, or when the
+    scheduler is gone (the client cancels the future)."""
+    import distributed
+
+    start = time.monotonic()
+    workerless_since: float | None = None
+    while True:
+        left = limit - (time.monotonic() - start)
+        if left <= 0:
+            raise DaskUnavailable(f"the decode on the Dask scheduler {scheduler} did not finish within its "
+                                  f"deadline of {limit:.0f} s (SHOAL_DASK_DEADLINE_SECONDS); its tasks were "
+                                  "cancelled")
+        try:
+            return future.result(timeout=min(POLL_SECONDS, left))
+        except distributed.TimeoutError:
+            pass
+        except (distributed.client.FutureCancelledError, asyncio.CancelledError, distributed.KilledWorker,
+                OSError) as exc:
+            raise DaskUnavailable(f"the decode on the Dask scheduler {scheduler} was lost: "
+                                  f"{type(exc).__name__}: {exc}") from None
+        now = time.monotonic()
+        if _threads(client):
+            workerless_since = None
+        elif workerless_since is None:
+            workerless_since = now
+        elif now - workerless_since >= NO_WORKERS_SECONDS:
+            raise DaskUnavailable(f"the Dask scheduler {scheduler} lost every worker during the decode "
+                                  f"(none for {NO_WORKERS_SECONDS:.0f} s); its tasks were cancelled")

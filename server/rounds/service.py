@@ -72,6 +72,8 @@ class RoundsSettings:
     decode_memory_bytes: int = 8 << 30
     report_retention_days: float = 0.0
     dask_scheduler: str = ""  # decodes sum their reports on this Dask scheduler ("": in this process)
+    dask_deadline_seconds: float = 0.0  # a decode on Dask is given up after this (0: from the round's size)
+    dask_fallback: bool = False  # a decode Dask lost runs in this process instead of answering 503
 
 
 class RoundService:
@@ -382,42 +384,73 @@ class RoundService:
         return self.steps.releases(kind, cfg, round_id, since)
 
     # -- decoding --
-    def cluster(self, round_id: str, dask: str | None = None) -> dict[str, Any]:
-        """Decode under a lease (``rounds/leases.py``): renewed while the decode
-        runs, and the result written only if this process still holds it.
+    def cluster(self, round_id: str, dask: str | None = None, again: bool = False,
+                fallback: bool | None = None) -> dict[str, Any]:
+        """The round's result: its first successful decode is its release, and
+        every later call returns that stored result, drawing nothing (issue 44).
 
+        ``again``: decode a done round anew, for kinds whose decode is
+        post-processing (``ServerKind.decode_draws_noise`` False); the earlier
+        results stay (``results``). A kind whose decode draws private noise is
+        never decoded twice (RoundStateError, 409).
+
+        The decode runs under a lease (``rounds/leases.py``), renewed while it
+        runs; the result is written only if this process still holds it.
         ``dask``: a scheduler address to sum the round's reports on (None: the
-        server's ``SHOAL_DASK_SCHEDULER``; "" or unset: in this process);
-        ``rounds/reduction.py``."""
+        server's ``SHOAL_DASK_SCHEDULER``; "": in this process); the cluster is
+        checked before the round's state changes, and a decode that loses its
+        workers or scheduler, or passes its deadline, puts the round back to
+        ``closed`` with the error and answers DaskUnavailable (503), unless
+        ``fallback`` (None: ``SHOAL_DASK_FALLBACK``) decodes it in this process."""
         kind, cfg = self.round(round_id)
         if kind.storage == "events":
             raise RoundStateError(f"round {round_id} is a continual round: it releases at every step "
                                   f"(POST /rounds/{round_id}/steps closes one; GET /rounds/{round_id}/steps reads them)")
+        done = self.store.get_state(round_id) == "done"
+        if again and kind.decode_draws_noise:
+            raise RoundStateError(f"round {round_id} is a {kind.name} round: its decode draws private noise on the "
+                                  "data the server holds, so its answer is released once; a second decode would be "
+                                  "a second release the privacy statement does not cover")
+        if again and not done:
+            raise RoundStateError(f"round {round_id} has no result to decode again: POST /rounds/{round_id}/cluster "
+                                  "without 'again' decodes it the first time")
+        if done and not again:
+            return self.result(round_id)
         scheduler = self.settings.dask_scheduler if dask is None else dask
-        if scheduler:
-            reduction.check_scheduler(scheduler)
-        with self._state_lock:
-            if self.store.count_reports(round_id) == 0:
-                raise RoundStateError(f"round {round_id} has no reports to decode")
-            now = time.time()
-            if not self.store.take_lease(round_id, self.holder, now + self.settings.decode_lease_seconds, now):
-                raise RoundStateError(f"round {round_id} is already decoding")
-            self._states[round_id] = "decoding"
+        client = reduction.connect(scheduler, self.settings.db_url) if scheduler else None
+        try:
+            with self._state_lock:
+                reports = self.store.count_reports(round_id)
+                if reports == 0:
+                    raise RoundStateError(f"round {round_id} has no reports to decode")
+                now = time.time()
+                if not self.store.take_lease(round_id, self.holder, now + self.settings.decode_lease_seconds, now,
+                                             again=again):
+                    if not again and self.store.get_state(round_id) == "done":  # another call released it
+                        return self.result(round_id)
+                    raise RoundStateError(f"round {round_id} is already decoding")
+                self._states[round_id] = "decoding"
+        except BaseException:
+            if client is not None:
+                client.close()
+            raise
         stop = leases.heartbeat(self.store, round_id, self.holder, self.settings.decode_lease_seconds)
         t = time.perf_counter()
+        # A failed re-decode leaves the round done with its earlier result.
+        back = "done" if again else "closed"
         try:
-            if scheduler:
-                self.store.settle()  # the workers read ``report_rows`` alone, read-only
-                with self.store.external_readers():
-                    acc = reduction.accumulate_on_dask(scheduler, self.settings.db_url, kind.name, cfg, round_id)
-            else:
-                acc = reduction.accumulate(self.store, kind, cfg, round_id)
+            acc = self._accumulate(kind, cfg, round_id, scheduler, client, reports, fallback)
             result = kind.decode(cfg, acc, self, round_id)
+        except reduction.DaskUnavailable as exc:
+            stop.set()
+            log.warning("round %s: decode on Dask given up after %.2f s: %s", round_id, time.perf_counter() - t, exc)
+            self._end_decode(round_id, back, error=f"{type(exc).__name__}: {exc}")
+            raise
         except Exception as exc:
             stop.set()
             log.warning("round %s: decode failed after %.2f s: %s: %s", round_id, time.perf_counter() - t,
                         type(exc).__name__, exc)
-            self._end_decode(round_id, "failed", error=f"{type(exc).__name__}: {exc}")
+            self._end_decode(round_id, back if again else "failed", error=f"{type(exc).__name__}: {exc}")
             raise
         stop.set()
         seconds = time.perf_counter() - t
@@ -425,7 +458,32 @@ class RoundService:
         self._end_decode(round_id, "done", result=result)
         answer = (result.get("quality") or {}).get("answer", "done")
         log.info("round %s decoded in %.2f s: %s", round_id, seconds, answer)
-        return result
+        return self.result(round_id)
+
+    def _accumulate(self, kind: ServerKind, cfg: Any, round_id: str, scheduler: str, client: Any, reports: int,
+                    fallback: bool | None) -> Any:
+        """The round's accumulator: on the Dask cluster ``client`` is connected
+        to (within the round's deadline), or in this process."""
+        if client is None:
+            return reduction.accumulate(self.store, kind, cfg, round_id)
+        deadline = reduction.deadline_seconds(reports, self.settings.dask_deadline_seconds)
+        self.store.settle()  # the workers read ``report_rows`` alone, read-only
+        try:
+            with self.store.external_readers():
+                return reduction.accumulate_on_dask(scheduler, self.settings.db_url, kind.name, cfg, round_id,
+                                                    deadline=deadline, client=client)
+        except reduction.DaskUnavailable as exc:
+            if not (self.settings.dask_fallback if fallback is None else fallback):
+                raise
+            log.warning("round %s: %s; decoding in this process (fallback allowed)", round_id, exc)
+            self.metrics["dask_fallbacks"] += 1
+            return reduction.accumulate(self.store, kind, cfg, round_id)
+
+    def results(self, round_id: str) -> list[dict[str, Any]]:
+        """Every result the round's decodes wrote, oldest first, each with its
+        version and time (a round that draws noise at decode has one)."""
+        self.store.get_round(round_id)  # UnknownRound first
+        return [{"version": v, "written": t, "result": r} for v, t, r in self.store.results(round_id)]
 
     def _end_decode(self, round_id: str, state: str, **kw: Any) -> None:
         with self._state_lock:

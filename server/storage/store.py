@@ -67,7 +67,16 @@ _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS round_steps (
         round_seq BIGINT NOT NULL, step BIGINT NOT NULL, release TEXT NOT NULL,
         PRIMARY KEY (round_seq, step))""",
+    # Every result a round's decodes wrote, oldest first (issue 44: a release is
+    # kept; a re-decode, post-processing only, adds a version and never replaces one).
+    """CREATE TABLE IF NOT EXISTS round_results (
+        round_seq BIGINT NOT NULL, version BIGINT NOT NULL, created DOUBLE PRECISION NOT NULL,
+        result TEXT NOT NULL, PRIMARY KEY (round_seq, version))""",
 ]
+# States a decode may start from: a first decode (open, closed, or after a
+# failed one, which released nothing). ``done`` only with ``again`` (a re-decode
+# the round's kind allows: post-processing, ``ServerKind.decode_draws_noise``).
+DECODABLE_STATES = ("open", "closed", "failed")
 
 
 class UnknownRound(StoreError):
@@ -232,11 +241,16 @@ class Store(abc.ABC):
     # that ends the lease. A round whose holder died (lease expired, or a dead
     # process on this host) goes back to ``closed`` (issue 13: a SIGKILL during
     # /cluster used to leave the round ``decoding`` for ever).
-    def take_lease(self, round_id: str, holder: str, until: float, now: float) -> bool:
-        """Move the round to ``decoding`` under ``holder``, unless a live lease holds it."""
+    def take_lease(self, round_id: str, holder: str, until: float, now: float, again: bool = False) -> bool:
+        """Move the round to ``decoding`` under ``holder``: from a state that has
+        released nothing (``DECODABLE_STATES``), from a stranded decode (lease
+        expired), and from ``done`` only when ``again`` (a re-decode; the done
+        result stays in place until a new one replaces it, and in ``results``)."""
+        states = ", ".join(f"'{s}'" for s in DECODABLE_STATES + (("done",) if again else ()))
         rows = self._execute(self._sql(
             "UPDATE rounds SET state = 'decoding', lease_holder = ?, lease_until = ?, error = NULL "
-            "WHERE id = ? AND (state <> 'decoding' OR lease_until IS NULL OR lease_until < ?) RETURNING id"),
+            f"WHERE id = ? AND (state IN ({states}) OR (state = 'decoding' AND "
+            "(lease_until IS NULL OR lease_until < ?))) RETURNING id"),
             (holder, until, round_id, now))
         return bool(rows)
 
@@ -250,14 +264,36 @@ class Store(abc.ABC):
     def end_lease(self, round_id: str, holder: str, state: str, result: dict[str, Any] | None = None,
                   error: str | None = None) -> bool:
         """Write the decode's outcome and end the lease, atomically; False if
-        ``holder`` lost the lease (then nothing is written)."""
+        ``holder`` lost the lease (then nothing is written). A new result is
+        also appended to ``round_results``; without one the round's earlier
+        result (a re-decode that failed) stays as it was."""
         if state not in ROUND_STATES:
             raise StoreError(f"unknown round state {state!r}")
+        text = json.dumps(result) if result is not None else None
+
+        def work(run: Run) -> bool:
+            rows = run(self._sql(
+                "UPDATE rounds SET state = ?, result = COALESCE(?, result), error = ?, lease_holder = NULL, "
+                "lease_until = NULL WHERE id = ? AND state = 'decoding' AND lease_holder = ? RETURNING seq"),
+                (state, text, error, round_id, holder))
+            if rows and text is not None:
+                run(self._sql("INSERT INTO round_results (round_seq, version, created, result) SELECT ?, "
+                              "COALESCE(MAX(version), 0) + 1, ?, ? FROM round_results WHERE round_seq = ?"),
+                    (rows[0][0], time.time(), text, rows[0][0]))
+            return bool(rows)
+
+        return self._in_transaction(work)
+
+    def results(self, round_id: str) -> list[tuple[int, float, dict[str, Any]]]:
+        """(version, written at, result) of every result the round's decodes
+        wrote, oldest first (a round decoded before this table: its one result)."""
         rows = self._execute(self._sql(
-            "UPDATE rounds SET state = ?, result = ?, error = ?, lease_holder = NULL, lease_until = NULL "
-            "WHERE id = ? AND state = 'decoding' AND lease_holder = ? RETURNING id"),
-            (state, json.dumps(result) if result is not None else None, error, round_id, holder))
-        return bool(rows)
+            "SELECT r.version, r.created, r.result FROM round_results r JOIN rounds d ON d.seq = r.round_seq "
+            "WHERE d.id = ? ORDER BY r.version"), (round_id,))
+        if rows:
+            return [(int(v), float(c), json.loads(t)) for v, c, t in rows]
+        row = self.get_round(round_id)
+        return [(1, row.created, row.result)] if row.result is not None else []
 
     def leases(self) -> list[tuple[str, str, float]]:
         """(round, holder, expiry) of every round in ``decoding``."""
@@ -265,9 +301,11 @@ class Store(abc.ABC):
         return [(str(r[0]), str(r[1] or ""), float(r[2] or 0.0)) for r in rows]
 
     def free_lease(self, round_id: str, holder: str) -> bool:
-        """A stranded decode's round goes back to ``closed`` (if ``holder`` still holds it)."""
+        """A stranded decode's round goes back to ``closed`` (if ``holder`` still
+        holds it), or to ``done`` when it was a re-decode (its result is kept)."""
         rows = self._execute(self._sql(
-            "UPDATE rounds SET state = 'closed', lease_holder = NULL, lease_until = NULL, "
+            "UPDATE rounds SET state = CASE WHEN result IS NULL THEN 'closed' ELSE 'done' END, "
+            "lease_holder = NULL, lease_until = NULL, "
             "error = 'decode interrupted (its server stopped); cluster again' "
             "WHERE id = ? AND state = 'decoding' AND COALESCE(lease_holder, '') = ? RETURNING id"),
             (round_id, holder))
@@ -343,6 +381,7 @@ class Store(abc.ABC):
             for table in self._tables():
                 run(self._sql(f"DELETE FROM {table} WHERE round_seq = ?"), (rows[0][2],))
             run(self._sql("DELETE FROM round_steps WHERE round_seq = ?"), (rows[0][2],))
+            run(self._sql("DELETE FROM round_results WHERE round_seq = ?"), (rows[0][2],))
             run(self._sql("DELETE FROM rounds WHERE id = ?"), (round_id,))
             self._seqs.pop(round_id, None)
             return True

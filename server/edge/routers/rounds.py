@@ -16,6 +16,7 @@ from shoal.server.edge.api_models import (
     ElbowIn,
     RefineIn,
     ResultOut,
+    ResultVersionOut,
     RoundOut,
     StepOut,
 )
@@ -81,9 +82,20 @@ def create_elbow(round_id: str, body: ElbowIn, service: Service, _: Operator) ->
 
 @router.post("/{round_id}/cluster", response_model=ResultOut)
 def cluster(round_id: str, service: Service, _: Operator, body: ClusterIn | None = None) -> ResultOut:
-    """Decode the round (in this process, or on a Dask cluster: ``body.dask``)."""
+    """Decode the round (in this process, or on a Dask cluster: ``body.dask``).
+    The first decode is the round's release: on a done round this returns the
+    stored result unchanged (``again`` decodes anew where that is
+    post-processing; 409 for central rounds)."""
     # A sync endpoint: FastAPI runs it in its thread pool, off the event loop.
-    return ResultOut(**service.cluster(round_id, dask=body.dask if body is not None else None))
+    body = body or ClusterIn()
+    return ResultOut(**service.cluster(round_id, dask=body.dask, again=body.again, fallback=body.fallback))
+
+
+@router.get("/{round_id}/results", response_model=list[ResultVersionOut])
+def results(round_id: str, service: Service, _: Operator) -> list[ResultVersionOut]:
+    """Every result the round's decodes wrote, oldest first (version 1 is the
+    release; ``again`` adds versions, never replaces one)."""
+    return [ResultVersionOut(**r) for r in service.results(round_id)]
 
 
 @router.get("/{round_id}/result", response_model=ResultOut)

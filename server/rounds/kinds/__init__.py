@@ -32,6 +32,18 @@ SERVER_KINDS: dict[str, ServerKind] = {k.name: k for k in (tree.KIND, sketch.KIN
                                                        elbow.KIND)}
 
 
+def _declared(kinds: dict[str, ServerKind]) -> dict[str, ServerKind]:
+    """The registry, refused at import if a kind does not say whether its
+    decode draws private noise (a kind that did not say could be released twice)."""
+    for name, kind in kinds.items():
+        if not isinstance(getattr(kind, "decode_draws_noise", None), bool):
+            raise TypeError(f"server kind {name!r} must declare decode_draws_noise (True or False)")
+    return kinds
+
+
+SERVER_KINDS = _declared(SERVER_KINDS)
+
+
 def server_kind(name: str) -> ServerKind:
     if name not in SERVER_KINDS:
         raise ConfigError(f"this server cannot serve {name!r} rounds (it knows {sorted(SERVER_KINDS)})")

@@ -100,6 +100,11 @@ class ServerKind(Protocol):
     refinable: bool  # can a refine round be opened on its centers
     refine_split: int  # candidates per center a refine round on it takes by default (``refine_round.py``)
     storage: Storage
+    # Does ``decode`` draw private randomness on what the server holds (a
+    # curator's noise on raw points)? Then its first result is the round's one
+    # release: ``/cluster`` never decodes it again (issue 44). False: the
+    # devices did all the randomising, and a re-decode is post-processing.
+    decode_draws_noise: bool
 
     def derive(self, request: RoundRequest, round_id: str) -> Any:
         """The round's config from an operator's request (ConfigError if it cannot be met)."""

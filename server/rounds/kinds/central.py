@@ -52,6 +52,7 @@ class CentralServer:
     refinable = False
     refine_split = 1
     storage = "payloads"
+    decode_draws_noise = True  # the curator's noise on the raw points: its answer is released once
 
     def derive(self, request: RoundRequest, round_id: str) -> CentralConfig:
         if request.model != "central":

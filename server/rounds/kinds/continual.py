@@ -54,6 +54,7 @@ class ContinualServer:
     refinable = False
     refine_split = 1
     storage = "events"
+    decode_draws_noise = True  # the curator's tree noise (``rounds/steps.py`` keeps each step's release)
 
     def derive(self, request: RoundRequest, round_id: str) -> ContinualConfig:
         if request.model != "central":

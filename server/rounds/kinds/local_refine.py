@@ -41,6 +41,7 @@ class LocalRefineServer:
     refinable = False
     refine_split = 1
     storage = "payloads"
+    decode_draws_noise = False  # devices randomise: a decode is post-processing
 
     def derive(self, request: RoundRequest, round_id: str) -> LocalRefineConfig:
         raise ConfigError("a local refine round is opened on a done round: POST /rounds/{id}/refine")

@@ -25,6 +25,7 @@ class SharesOnly:
     """Mixed into a server kind whose config has ``round_id`` and ``secure_sum``."""
 
     storage = "payloads"
+    decode_draws_noise = False  # the noise is in the devices' shares: a decode is post-processing
     what = "a secure-sum round"  # how the refusal of a direct report names the round
 
     def direct_model(self, config: Any) -> type[BaseModel] | str:

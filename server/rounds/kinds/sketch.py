@@ -30,6 +30,7 @@ class SketchServer:
     refinable = True
     refine_split = 1
     storage = "payloads"
+    decode_draws_noise = False  # devices noise their sketches (or shares): a decode is post-processing
 
     def derive(self, request: RoundRequest, round_id: str) -> SketchRoundConfig:
         return derive_sketch_round(

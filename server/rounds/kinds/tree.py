@@ -25,6 +25,7 @@ class TreeServer:
     refinable = True
     refine_split = 1
     storage = "reports"
+    decode_draws_noise = False  # devices randomise: a decode is post-processing
 
     def derive(self, request: RoundRequest, round_id: str) -> RoundConfig:
         tuning = dict(request.tuning)  # checked by name and type at the edge (api_models.TreeTuningIn)
