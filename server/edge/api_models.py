@@ -5,6 +5,8 @@ OpenAPI document is generated from it)."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 from typing import Any, Literal
 
@@ -13,9 +15,11 @@ from pydantic import (
     ConfigDict,
     Field,
     FiniteFloat,
+    SerializerFunctionWrapHandler,
     StrictInt,
     ValidationError,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -301,6 +305,25 @@ class RefineIn(BaseModel):
         return self
 
 
+class RoundPrivacyOut(BaseModel):
+    """A round's privacy in brief, from its kind's privacy statement
+    (``server/edge/round_privacy.py``); the full statement is in its result."""
+
+    model: str = Field(description="local, shuffle or central")
+    epsilon: float | None = Field(description=(
+        "the guarantee of this round's release: central in the shuffle and central models, each device's in the "
+        "local model (a round opened on a parent: its own share; its result composes it with the parent's)"))
+    delta: float | None = Field(None, description="the central delta; absent in the local model (pure eps-LDP)")
+    device_epsilon: float | None = Field(None, description=(
+        "shuffle rounds whose devices randomise: the eps0 one device's message has if the shuffler colludes; "
+        "absent where it does not apply"))
+
+    @model_serializer(mode="wrap")
+    def _without_what_does_not_apply(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        return {k: v for k, v in out.items() if v is not None or k == "epsilon"}
+
+
 class RoundOut(BaseModel):
     id: str
     state: str
@@ -309,6 +332,62 @@ class RoundOut(BaseModel):
     config: dict[str, Any]
     server_public_key: str
     error: str | None = None
+    privacy: RoundPrivacyOut = Field(description=(
+        "the round's privacy in brief, from its kind's privacy statement (the config's epsilon is the device's "
+        "eps0 in the shuffle model, not the central epsilon asked for)"))
+
+
+MAX_PAGE = 1000  # most rounds one GET /rounds answers
+
+
+def encode_cursor(created: float, round_id: str) -> str:
+    """The opaque cursor after the round (``created``, ``round_id``): base64url
+    of its creation time (``repr``, exact) and id, which ``RoundsPageIn`` reads back."""
+    return base64.urlsafe_b64encode(f"{created!r}:{round_id}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[float, str]:
+    """(created, id) of a cursor ``encode_cursor`` wrote; ValueError naming what is wrong."""
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        created_text, round_id = text.split(":", 1)
+        created = float(created_text)
+    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
+        raise ValueError("cursor: not a cursor this server gave (copy it from the X-Next-Cursor or Link header "
+                         "of the previous page)") from exc
+    if not math.isfinite(created) or not round_id:
+        raise ValueError("cursor: not a cursor this server gave (copy it from the X-Next-Cursor or Link header "
+                         "of the previous page)")
+    return created, round_id
+
+
+class RoundsPageIn(BaseModel):
+    """The query of ``GET /rounds``: one page of rounds, newest first."""
+
+    model_config = ConfigDict(extra="forbid")
+    limit: StrictInt = Field(100, ge=1, le=MAX_PAGE, description=f"rounds per page, 1 to {MAX_PAGE}")
+    cursor: str | None = Field(None, max_length=512, description=(
+        "where the page starts: the X-Next-Cursor header (or the Link header's rel=\"next\" URL) of the previous "
+        "page; absent: the newest rounds"))
+
+    @field_validator("limit", mode="before")
+    @classmethod
+    def _integer_text(cls, value: Any) -> Any:
+        """A query string is text: "10" is the integer 10, "10.5" or "ten" is refused."""
+        if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+            return int(value)
+        return value
+
+    @field_validator("cursor")
+    @classmethod
+    def _readable(cls, value: str | None) -> str | None:
+        if value is not None:
+            decode_cursor(value)
+        return value
+
+    def before(self) -> tuple[float, str] | None:
+        """(created, id) of the last round of the previous page, or None for the first page."""
+        return decode_cursor(self.cursor) if self.cursor is not None else None
 
 
 class BatchIn(BaseModel):

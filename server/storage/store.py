@@ -346,6 +346,25 @@ class Store(abc.ABC):
         rows = self._execute("SELECT id, config, state, created, result, error FROM rounds ORDER BY created")
         return [self._row(r) for r in rows]
 
+    def list_rounds_page(self, limit: int, before: tuple[float, str] | None = None) -> list[RoundRow]:
+        """At most ``limit`` rounds, newest first: ordered by (created, id)
+        descending, those strictly after ``before`` (the (created, id) of the
+        last round of the previous page) in that order. Keyset paging (issue
+        39, ``GET /rounds``): no OFFSET to count through, and a round created
+        or deleted between pages neither repeats nor skips another; the id
+        breaks ties between rounds created in the same instant. (``rounds`` has
+        no index on ``created``: each page sorts the table, a few ms at 2,000
+        rounds.)"""
+        if before is None:
+            rows = self._execute(self._sql("SELECT id, config, state, created, result, error FROM rounds "
+                                           "ORDER BY created DESC, id DESC LIMIT ?"), (limit,))
+        else:
+            created, rid = before
+            rows = self._execute(self._sql("SELECT id, config, state, created, result, error FROM rounds "
+                                           "WHERE created < ? OR (created = ? AND id < ?) "
+                                           "ORDER BY created DESC, id DESC LIMIT ?"), (created, created, rid, limit))
+        return [self._row(r) for r in rows]
+
     def _row(self, r: tuple[Any, ...]) -> RoundRow:
         count = self._execute(self._sql(self._count_sql("(SELECT seq FROM rounds WHERE id = ?)")),
                               (r[0],) * len(self._tables()))

@@ -33,8 +33,9 @@ from shoal.server.edge.api_models import CreateRoundIn, ElbowIn, RefineIn
 from shoal.server.edge.dashboard import session
 from shoal.server.edge.dashboard.headers import SecurityHeaders
 from shoal.server.edge.dashboard.limits import LoginLimiter
-from shoal.server.edge.dashboard.view import result_view, round_privacy, summary
+from shoal.server.edge.dashboard.view import result_view, summary
 from shoal.server.edge.http_errors import status_for
+from shoal.server.edge.round_privacy import round_privacy
 from shoal.server.rounds.service import RoundService
 from shoal.server.storage.store import RoundRow
 
@@ -212,7 +213,7 @@ def _rounds(request: Request, cookie: str, status: int = 200, error: str | None 
     rows = sorted(service.store.list_rounds(), key=lambda r: -r.created)
     listed = []
     for r in rows:
-        privacy = round_privacy(service, r)
+        privacy = round_privacy(r)
         spec = r.config.get("spec")
         k = r.config.get("k", spec.get("k") if isinstance(spec, dict) else None)
         listed.append({"id": r.id, "state": r.state, "reports": r.reports, "created": _when(r.created),
@@ -320,7 +321,7 @@ def _round(request: Request, cookie: str, round_id: str, status: int = 200, erro
                      for r in releases[-STEPS_SHOWN:]][::-1]
             if releases:
                 result = dict(releases[-1], privacy=service.privacy_of(round_id)[1])
-        privacy = round_privacy(service, row)
+        privacy = round_privacy(row)
     except ShoalError as exc:
         return _page(request, "missing.html", status=status_for(exc), error=str(exc), csrf=csrf)
     view = None

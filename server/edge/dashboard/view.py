@@ -7,116 +7,26 @@ page of any tree round with fewer distinct centers than k was a 500, because
 Nothing here assumes a list's length or a field's presence: a missing or
 short field reads "n/a".
 
-The privacy numbers come from the round kind's own privacy statement (the
-decoded result's, or the kind registry's through ``RoundService.privacy_of``),
-never from config fields, whose meaning differs by kind: a shuffle tree
-round's config ``epsilon`` is the device's amplified eps0, not the central
-epsilon the operator asked for.
+The privacy numbers come from ``server/edge/round_privacy.py`` (the round
+kind's own privacy statement, never config fields, whose meaning differs by
+kind), which the REST listing's ``privacy`` summary shares.
 """
 
 from __future__ import annotations
 
 import json
-import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from markupsafe import Markup
 from numpy.typing import NDArray
 
-from shoal.common.accounting import central_guarantee
-from shoal.common.errors import ShoalError
-from shoal.common.kinds import config_kinds, kind_name, parse_config
 from shoal.common.picture import coreset_picture, project
 from shoal.server.edge.dashboard.svg import centers_plot, line_plot
-from shoal.server.rounds.service import RoundService
-from shoal.server.storage.store import RoundRow
+from shoal.server.edge.round_privacy import RoundPrivacy
+from shoal.server.edge.round_privacy import number as _number
 
 CONFIG_KEYS = ("kind", "encoder", "model", "k", "dim", "n_expected", "min_batch", "levels")
-
-
-def _number(value: Any) -> float | None:
-    """A finite number, or None (a missing, null, non-numeric or infinite field)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def _fmt(value: float) -> str:
-    return f"{value:.4g}"
-
-
-@dataclass(frozen=True)
-class RoundPrivacy:
-    """A round's privacy numbers as the dashboard shows them.
-
-    ``epsilon``/``delta``: the guarantee of this round's own release (central
-    in the shuffle and central models, the device's in the local model, where
-    delta does not apply and is None). ``device_epsilon``: what one device's
-    message reveals if the shuffler colludes (shuffle rounds whose devices
-    randomise: the amplified eps0); None where there is none or it equals
-    ``epsilon``. ``composed``: the guarantee of a round opened on a parent,
-    composed with the parent and every round opened on it."""
-
-    model: str
-    epsilon: float | None
-    delta: float | None
-    device_epsilon: float | None
-    composed: tuple[float | None, float | None] | None
-
-    def rows(self) -> list[tuple[str, str]]:
-        out = [("epsilon", "n/a" if self.epsilon is None else _fmt(self.epsilon))]
-        if self.delta is not None:
-            out.append(("delta", f"{self.delta:g}"))
-        if self.device_epsilon is not None:
-            out.append(("device epsilon", _fmt(self.device_epsilon)))
-        if self.composed is not None:
-            eps, delta = self.composed
-            words = "n/a" if eps is None else _fmt(eps)
-            if delta is not None and self.model != "local":
-                words += f", delta {delta:g}"
-            out.append(("with its parent", words))
-        return out
-
-
-def _statement(service: RoundService, row: RoundRow) -> dict[str, Any]:
-    """The round's privacy statement: its decoded result's (a round opened on a
-    parent composes its own when decoded), else its kind's; a child round not
-    decoded yet has only its own event's guarantee."""
-    stated = (row.result or {}).get("privacy") if isinstance(row.result, dict) else None
-    if isinstance(stated, dict):
-        return stated
-    try:
-        return service.privacy_of(row.id)[1]
-    except ShoalError:
-        pass
-    try:
-        eps, delta = central_guarantee(config_kinds()[kind_name(row.config)].event(parse_config(row.config)))
-    except ShoalError:
-        return {}
-    return {"central_epsilon": eps, "delta": delta}
-
-
-def round_privacy(service: RoundService, row: RoundRow) -> RoundPrivacy:
-    """The privacy numbers of ``row`` (class docstring), from its kind's statement."""
-    st = _statement(service, row)
-    model = str(st.get("model") or row.config.get("model") or (row.config.get("spec") and "central") or "")
-    own = next((r for r in st.get("rounds") or [] if isinstance(r, dict) and r.get("round") == row.id), None)
-    composed = None
-    if own is not None:
-        eps = _number(own.get("central_epsilon", own.get("device_epsilon")))
-        delta = _number(own.get("delta"))
-        composed = (_number(st.get("central_epsilon")), _number(st.get("delta")))
-    else:
-        eps, delta = _number(st.get("central_epsilon")), _number(st.get("delta"))
-    device = _number(st.get("device_epsilon"))
-    if model == "local":
-        eps = device if eps is None else eps
-        delta, device = None, None
-    elif device is not None and eps is not None and abs(device - eps) <= 1e-12 * max(1.0, eps):
-        device = None
-    return RoundPrivacy(model, eps, delta, device, composed)
 
 
 def summary(config: dict[str, Any], privacy: RoundPrivacy) -> list[tuple[str, Any]]:

@@ -4,10 +4,10 @@ flush) through the server."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import httpx
-from fastapi import APIRouter, HTTPException, Query, Response
+from fastapi import APIRouter, HTTPException, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from shoal.server.edge.api_models import (
@@ -18,9 +18,13 @@ from shoal.server.edge.api_models import (
     ResultOut,
     ResultVersionOut,
     RoundOut,
+    RoundPrivacyOut,
+    RoundsPageIn,
     StepOut,
+    encode_cursor,
 )
 from shoal.server.edge.deps import Operator, ServerSettings, Service
+from shoal.server.edge.round_privacy import round_privacy
 from shoal.server.storage.store import RoundRow
 
 router = APIRouter(prefix="/rounds", tags=["rounds"])
@@ -30,6 +34,7 @@ def _out(row: RoundRow, service: Service) -> RoundOut:
     return RoundOut(
         id=row.id, state=row.state, reports=row.reports, created=row.created,
         config=row.config, server_public_key=service.public_key, error=row.error,
+        privacy=RoundPrivacyOut(**round_privacy(row).summary()),
     )
 
 
@@ -38,9 +43,28 @@ def create_round(body: CreateRoundIn, service: Service, _: Operator) -> RoundOut
     return _out(service.create(body.to_request()), service)
 
 
-@router.get("", response_model=list[RoundOut])
-def list_rounds(service: Service, _: Operator) -> list[RoundOut]:
-    return [_out(r, service) for r in service.store.list_rounds()]
+@router.get("", response_model=list[RoundOut], responses={200: {"headers": {
+    "X-Next-Cursor": {"description": "the next page's cursor (absent on the last page)", "schema": {"type": "string"}},
+    "Link": {"description": "<URL of the next page>; rel=\"next\" (absent on the last page)",
+             "schema": {"type": "string"}}}}})
+def list_rounds(page: Annotated[RoundsPageIn, Query()], request: Request, response: Response,
+                service: Service, _: Operator) -> list[RoundOut]:
+    """One page of rounds, newest first (``limit``, default 100, at most 1000).
+
+    The body stays a JSON list of rounds, as it was before paging (issue 39: 2,000
+    rounds were one 1.5 MB answer), so callers that read a list keep working;
+    the next page's cursor travels in headers: ``X-Next-Cursor`` (pass it back
+    as ``cursor``) and ``Link: <...>; rel="next"`` (RFC 8288), both absent on
+    the last page. The cursor is opaque; keyset paging on (created, id) means a
+    round created or deleted between pages neither repeats nor skips another."""
+    rows = service.store.list_rounds_page(page.limit + 1, page.before())
+    if len(rows) > page.limit:
+        rows = rows[:page.limit]
+        cursor = encode_cursor(rows[-1].created, rows[-1].id)
+        response.headers["X-Next-Cursor"] = cursor
+        url = request.url.include_query_params(limit=page.limit, cursor=cursor)
+        response.headers["Link"] = f'<{url}>; rel="next"'
+    return [_out(r, service) for r in rows]
 
 
 @router.get("/{round_id}", response_model=RoundOut)
