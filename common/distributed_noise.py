@@ -8,7 +8,9 @@ total's law is what must be differentially private.
   n_min of them add up to exactly the discrete Laplace law alpha^|z|
   (Goryczka & Xiong; Balle, Bell, Gascon, Nissim CCS'20), pure eps-DP for
   the integer L1 sensitivity (geometric mechanism). Best in low dimension,
-  where a vector's L1 and L2 norms are close.
+  where a vector's L1 and L2 norms are close. alpha = exp(-s / t) is an
+  exact rational exponent (``SecureSumParams.laplace_scale``) and each Polya
+  draw is exact (``polya``, below): integers in, integers out.
 - ``gaussian``: every share is an exact discrete Gaussian N_Z(0, S)
   (Canonne, Kamath, Steinke NeurIPS'20, Alg. 3; ``exact_sampling``). The
   sum of m such shares is not exactly a discrete Gaussian; Kairouz, Liu,
@@ -40,8 +42,11 @@ from numpy.typing import NDArray
 from shoal.common.errors import ConfigError
 from shoal.common.exact_sampling import (
     MAX_GAUSSIAN_SIGMA_SQ,
+    MAX_SCALE_NUMERATOR,
+    bernoulli_exp_neg_mixed,
     discrete_gaussian,
     discrete_gaussian_tail,
+    poisson_rational,
 )
 
 NOISES: tuple[str, ...] = ("laplace", "gaussian")
@@ -120,12 +125,55 @@ def gaussian_clip(sigma_sq: int, budget: float) -> int:
     return t
 
 
-def laplace_shares(shape: tuple[int, int], min_devices: int, alpha: float, clip: int,
+def polya(r_den: int, s: int, t: int, clip: int, size: int, rng: np.random.Generator) -> NDArray[np.int64]:
+    """Exact Polya / NB(1/r_den, 1 - alpha) draws, alpha = exp(-s / t), built from
+    the points j <= T (``clip``) of their Poisson process.
+
+    Why this is the law: NB(r, 1 - alpha) is compound Poisson (its pgf is
+    exp(sum_j r alpha^j / j (z^j - 1))), i.e. the sum of the points of a
+    Poisson process on {1, 2, ...} with intensity nu(j) = r alpha^j / j.
+    Sampled exactly by thinning a dominating process: with B = bit_length(T)
+    blocks [2^m, 2^(m+1)), m < B, draw C ~ Poisson(B r) candidates
+    (``poisson_rational``), give each a uniform block m and a uniform j in
+    it (intensity r / 2^m per j), and keep it iff j <= T, Bernoulli(2^m / j)
+    (``integers(0, j) < 2^m``) and Bernoulli(exp(-j s / t))
+    (``bernoulli_exp_neg_mixed``): the kept points have intensity exactly
+    nu(j) on j <= T. Every decision is an integer comparison.
+
+    What the truncation costs: the draw equals the untruncated NB unless
+    the process has a point j > T, an event inside {NB > T}, of probability
+    at most alpha^(T+1) (NB(r) with r <= 1 lies stochastically below
+    NB(1) = Geometric) -- the event ``secure_sum`` already charges to delta
+    for its clip, so the clipped share differs from the exact Polya
+    difference only there. Cost: about B / r_den candidates per draw and a
+    few whole-array passes, never a loop per draw."""
+    if r_den < 1 or s < 1 or clip < 0 or not 1 <= t <= MAX_SCALE_NUMERATOR or s > (1 << 10):
+        raise ConfigError(f"polya needs r_den >= 1, 1 <= s <= 2^10, 1 <= t <= 2^50, clip >= 0; got {r_den}, {s}, {t}, {clip}")
+    blocks = int(clip).bit_length()
+    counts = poisson_rational(blocks, r_den, size, rng)
+    owner = np.repeat(np.arange(size), counts)
+    low = np.left_shift(np.int64(1), rng.integers(0, max(blocks, 1), size=owner.size, dtype=np.int64))
+    j = low + rng.integers(0, low, dtype=np.int64) if owner.size else low
+    keep = j <= clip
+    idx = np.flatnonzero(keep)
+    keep[idx] = rng.integers(0, j[idx], dtype=np.int64) < low[idx] if idx.size else keep[idx]
+    idx = np.flatnonzero(keep)
+    # floor(j s / t) and its remainder without forming j s: j = a t + b, b s < 2^61.
+    a, b = np.divmod(j[idx], t)
+    keep[idx] = bernoulli_exp_neg_mixed(a * s + (b * s) // t, (b * s) % t, t, rng)
+    out = np.zeros(size, dtype=np.int64)
+    np.add.at(out, owner[keep], j[keep])
+    return out
+
+
+def laplace_shares(shape: tuple[int, int], min_devices: int, scale: tuple[int, int], clip: int,
                    rng: np.random.Generator) -> NDArray[np.int64]:
-    """Polya differences NB(1/n_min, 1 - alpha) per coordinate, clipped to [-T, T]."""
-    r, p = 1.0 / min_devices, 1.0 - alpha
-    z = rng.negative_binomial(r, p, size=shape) - rng.negative_binomial(r, p, size=shape)
-    return np.clip(z, -clip, clip).astype(np.int64)
+    """Polya differences NB(1/n_min, 1 - alpha) per coordinate, alpha = exp(-s / t)
+    for ``scale`` = (t, s), clipped to [-T, T]; exact (``polya``)."""
+    t, s = scale
+    n = shape[0] * shape[1]
+    z = polya(min_devices, s, t, clip, n, rng) - polya(min_devices, s, t, clip, n, rng)
+    return np.clip(z, -clip, clip).astype(np.int64).reshape(shape)
 
 
 def gaussian_shares(shape: tuple[int, int], sigma_sq: int, clip: int, rng: np.random.Generator) -> NDArray[np.int64]:

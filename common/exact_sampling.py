@@ -19,7 +19,12 @@ with integer arithmetic only:
   with masks (a few dozen whole-array passes, never a loop per sample);
 - ``discrete_gaussian`` draws P(z) ~ exp(-z^2 / (2 S)) for an integer
   variance parameter S, truncated to |z| <= T (same paper, Alg. 3, with
-  proposals beyond T rejected so every integer stays below 2^63).
+  proposals beyond T rejected so every integer stays below 2^63);
+- ``bernoulli_exp_neg_rational`` / ``_mixed`` draw Bernoulli(exp(-x)) for
+  any rational x >= 0 (exp(-1)^floor(x) by a geometric count, times Alg. 1
+  for the fraction), and ``poisson_rational`` draws Poisson(num / den) by
+  rejection from a fair-coin geometric proposal with rational acceptance
+  coins (used by the secure sum's Polya shares, ``distributed_noise``).
 
 Randomisers state their privacy with the exact rationals they use (the
 event records in ``events.py``), so what is claimed is what is sampled.
@@ -147,6 +152,73 @@ def discrete_laplace(scale_num: int, scale_den: int, size: int, rng: np.random.G
         done = np.zeros(todo.size, dtype=bool)
         done[np.flatnonzero(keep)[ok]] = True
         todo = todo[~done]
+    return out
+
+
+def bernoulli_exp_neg_mixed(whole: NDArray[np.int64], num: NDArray[np.int64], den: int,
+                            rng: np.random.Generator) -> NDArray[np.bool_]:
+    """Bernoulli(exp(-(whole + num / den))) per element, for integers whole >= 0
+    and 0 <= num <= den.
+
+    exp(-x) = exp(-1)^whole exp(-num / den): a V geometric with ratio 1/e
+    has P(V >= whole) = e^-whole exactly, and Alg. 1 draws the fraction;
+    the two are independent, so their conjunction has the product as its
+    probability (the split ``discrete_gaussian`` uses)."""
+    whole = np.asarray(whole, dtype=np.int64)
+    if np.any(whole < 0):
+        raise ConfigError("bernoulli_exp_neg_mixed needs whole >= 0")
+    v = _geometric_exp_neg1(whole.size, rng).reshape(whole.shape)
+    return np.asarray((v >= whole) & bernoulli_exp_neg(num, den, rng))
+
+
+def bernoulli_exp_neg_rational(num: NDArray[np.int64], den: int, rng: np.random.Generator) -> NDArray[np.bool_]:
+    """Bernoulli(exp(-num / den)) per element, for any integers num >= 0, den >= 1."""
+    num = np.asarray(num, dtype=np.int64)
+    if den < 1 or np.any(num < 0):
+        raise ConfigError(f"bernoulli_exp_neg_rational needs num >= 0 and den >= 1, got den = {den}")
+    return bernoulli_exp_neg_mixed(num // den, num % den, den, rng)
+
+
+def _geometric_half(n: int, rng: np.random.Generator) -> NDArray[np.int64]:
+    """K with P(K = k) = 2^-(k+1): fair coins counted until the first tail."""
+    k = np.zeros(n, dtype=np.int64)
+    running = np.arange(n)
+    while running.size:
+        heads = rng.integers(0, 2, size=running.size, dtype=np.int64) == 1
+        running = running[heads]
+        k[running] += 1
+    return k
+
+
+def _poisson_at_most_half(num: int, den: int, n: int, rng: np.random.Generator) -> NDArray[np.int64]:
+    """Poisson(mu) for mu = num / den <= 1/2, by rejection: propose K with
+    P(K = k) = 2^-(k+1), accept with prod_{i=1..K} 2 mu / i (each factor <= 1,
+    a coin ``integers(0, den i) < 2 num``). Accepted K has P ~ 2^-k (2 mu)^k / k!
+    ~ mu^k / k!, the Poisson pmf; each round accepts with probability
+    e^mu / 2 >= 1/2. Passes are over the coins' index i, never per sample."""
+    out = np.zeros(n, dtype=np.int64)
+    todo = np.arange(n)
+    while todo.size:
+        k = _geometric_half(todo.size, rng)
+        ok = np.ones(todo.size, dtype=bool)
+        for i in range(1, int(k.max(initial=0)) + 1):
+            idx = np.flatnonzero(ok & (k >= i))
+            ok[idx] = rng.integers(0, den * i, size=idx.size, dtype=np.int64) < 2 * num
+        out[todo[ok]] = k[ok]
+        todo = todo[~ok]
+    return out
+
+
+def poisson_rational(num: int, den: int, size: int, rng: np.random.Generator) -> NDArray[np.int64]:
+    """``size`` exact Poisson(num / den) draws for integers num >= 0, den >= 1:
+    the sum of c = ceil(2 num / den) independent Poisson(num / (c den)) draws,
+    each of rate <= 1/2 (``_poisson_at_most_half``)."""
+    if num < 0 or den < 1 or den > MAX_SCALE_NUMERATOR:
+        raise ConfigError(f"poisson_rational needs num >= 0 and 1 <= den <= 2^50, got {num}/{den}")
+    out = np.zeros(size, dtype=np.int64)
+    pieces = -(-2 * num // den)
+    for _ in range(pieces):
+        out += _poisson_at_most_half(num, den * pieces, size, rng)
     return out
 
 

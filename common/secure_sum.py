@@ -14,10 +14,14 @@ in the multi-message shuffle model") and seed 004 (Thm. 2, Appendix C):
    of NB are NB with the shape parameters added, so n_min devices together
    add NB(1, .) - NB(1, .) = Geometric - Geometric: exactly the discrete
    Laplace distribution P(z) proportional to alpha^|z| (Goryczka & Xiong;
-   Balcer et al.). With alpha = exp(-eps / Delta_1), Delta_1 the L1
-   sensitivity of one device's integer vector, the noisy total is eps-DP
-   (geometric mechanism, Ghosh-Roughgarden-Sundararajan). More devices
-   than n_min only add independent noise (post-processing).
+   Balcer et al.). With alpha = exp(-s / t), s / t <= eps / Delta_1 a
+   rational (``laplace_scale``), Delta_1 the L1 sensitivity of one device's
+   integer vector, the noisy total is eps-DP (geometric mechanism,
+   Ghosh-Roughgarden-Sundararajan). More devices than n_min only add
+   independent noise (post-processing). The Polya draws are exact
+   (``distributed_noise.polya``: the points j <= T of their compound
+   Poisson process, every decision an integer comparison); they equal the
+   untruncated draws except on the clip event below.
    ``gaussian``: each device adds an exact discrete Gaussian N_Z(0, S);
    the total is rho-zCDP for the integer L2 sensitivity Delta_2 (Kairouz,
    Liu, Steinke ICML'21), hence (eps, delta_g)-DP with delta_g = delta / 2
@@ -105,7 +109,11 @@ from shoal.common.distributed_noise import (
     zcdp_delta_tight,
 )
 from shoal.common.errors import ConfigError, DecodeError
-from shoal.common.exact_sampling import MAX_GAUSSIAN_SIGMA_SQ, discrete_gaussian_tail
+from shoal.common.exact_sampling import (
+    MAX_GAUSSIAN_SIGMA_SQ,
+    discrete_gaussian_tail,
+    laplace_scale_fraction,
+)
 
 MAX_BITS = 62
 MIN_SIGMA = 40
@@ -205,9 +213,19 @@ class SecureSumParams:
         return 2 * self.max_l1
 
     @property
+    def laplace_scale(self) -> tuple[int, int]:
+        """(t, s) with s / t <= epsilon / sensitivity (``exact_sampling.laplace_scale_fraction``):
+        the laplace law's total is discrete Laplace with alpha = exp(-s / t), an
+        exact rational exponent the Polya shares are drawn with, and is
+        (sensitivity s / t)-DP, at most epsilon."""
+        return laplace_scale_fraction(self.sensitivity, self.epsilon)
+
+    @property
     def alpha(self) -> float:
-        """Discrete Laplace parameter of the total noise: P(z) ~ alpha^|z|."""
-        return math.exp(-self.epsilon / self.sensitivity)
+        """Discrete Laplace parameter of the total noise: P(z) ~ alpha^|z|,
+        alpha = exp(-s / t) <= exp(-epsilon / sensitivity)."""
+        t, s = self.laplace_scale
+        return math.exp(-s / t)
 
     @property
     def l2_sensitivity(self) -> float:
@@ -358,7 +376,12 @@ def fixed_point(values: NDArray[np.float64], params: SecureSumParams, rng: np.ra
     ints = (low + (rng.random(y.shape) < (y - low))).astype(np.int64)
     ints = np.clip(ints, -params.max_value, params.max_value)
     l1 = np.abs(ints).sum(axis=1)
-    nnz = np.count_nonzero(ints, axis=1)
+    # Non-zeros of the input, not of the rounded vector: the bounds that use
+    # max_nonzero (max_l1, l2_sensitivity) charge each non-zero *input* entry
+    # a rounding error below 1, and an entry that happens to round to 0 still
+    # had that error (scale |v_i|); counting after rounding let a vector with
+    # more non-zeros through whenever the extras rounded to 0.
+    nnz = np.count_nonzero(v, axis=1)
     if np.any(l1 > params.max_l1) or np.any(nnz > params.max_nonzero):
         raise ConfigError(
             f"a vector exceeds the public bounds (L1 <= {params.l1_norm}, <= {params.max_nonzero} non-zeros)"
@@ -373,7 +396,7 @@ def noise_shares(n: int, params: SecureSumParams, rng: np.random.Generator) -> N
     shape = (n, params.length)
     if params.noise == "gaussian":
         return gaussian_shares(shape, params.sigma_sq, params.noise_clip, rng)
-    return laplace_shares(shape, params.min_devices, params.alpha, params.noise_clip, rng)
+    return laplace_shares(shape, params.min_devices, params.laplace_scale, params.noise_clip, rng)
 
 
 def encode_devices(

@@ -13,6 +13,8 @@ from shoal.common.exact_sampling import (
     DYADIC_ONE,
     bernoulli_dyadic,
     bernoulli_exp_neg,
+    bernoulli_exp_neg_mixed,
+    bernoulli_exp_neg_rational,
     discrete_gaussian,
     discrete_gaussian_tail,
     discrete_laplace,
@@ -21,6 +23,7 @@ from shoal.common.exact_sampling import (
     grr_keep_numerator,
     laplace_scale_fraction,
     log_ratio_upper,
+    poisson_rational,
 )
 
 
@@ -167,3 +170,36 @@ def test_discrete_gaussian_rejects_a_variance_beyond_the_integer_range():
 def test_discrete_gaussian_rejects_a_zero_clip():
     with pytest.raises(ConfigError, match="clip"):
         discrete_gaussian(4, 0, 10, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("num,den", [(1, 16), (1, 2), (23, 16), (7, 3)])
+def test_poisson_rational_matches_its_exact_pmf(num, den):
+    rng = np.random.default_rng(21)
+    k = poisson_rational(num, den, 400_000, rng)
+    mu = num / den
+    ks = np.arange(0, 30)
+    assert _chi2_pvalue(np.bincount(k, minlength=30)[:30], stats.poisson.pmf(ks, mu)) > 1e-4
+    assert k.mean() == pytest.approx(mu, rel=0.02)
+
+
+def test_poisson_rational_chi_square_catches_a_rate_off_by_five_percent():
+    # The same test on a sampler whose rate is 5% too high fails: the test can fail.
+    k = poisson_rational(21, 20, 400_000, np.random.default_rng(22))
+    assert _chi2_pvalue(np.bincount(k, minlength=30)[:30], stats.poisson.pmf(np.arange(30), 1.0)) < 1e-6
+
+
+@pytest.mark.parametrize("num,den", [(0, 3), (5, 3), (7, 2), (29, 10)])
+def test_bernoulli_exp_neg_rational_has_probability_exp_minus_x_beyond_one(num, den):
+    b = bernoulli_exp_neg_rational(np.full(400_000, num), den, np.random.default_rng(23))
+    p = math.exp(-num / den)
+    assert abs(b.mean() - p) < 5 * math.sqrt(p * (1 - p) / b.size) + 1e-12
+
+
+def test_bernoulli_exp_neg_mixed_rejects_a_negative_whole_part():
+    with pytest.raises(ConfigError, match="whole"):
+        bernoulli_exp_neg_mixed(np.array([-1]), np.array([0]), 3, np.random.default_rng(0))
+
+
+def test_poisson_rational_rejects_a_zero_denominator():
+    with pytest.raises(ConfigError, match="poisson"):
+        poisson_rational(1, 0, 5, np.random.default_rng(0))

@@ -371,3 +371,21 @@ def test_gaussian_secure_sum_takes_the_tight_zcdp_conversion():
                               p.max_devices)
     assert p.sigma_sq < 0.72 * loose  # sd ratio below 0.85
     assert zcdp_delta_tight(p.rho, p.epsilon) <= p.delta / 2 < zcdp_delta(p.rho, p.epsilon)
+
+
+def test_non_zeros_are_counted_in_the_input_even_when_they_round_to_zero():
+    # max_nonzero = 1: a second entry of 1e-9 rounds to 0 almost surely (scale 4), but
+    # its rounding error (scale |v| > 0) is what the L1 / L2 bounds charge a non-zero for.
+    p = SecureSumParams.derive(4, l1_norm=1.0, max_abs=1.0, max_nonzero=1, epsilon=1.0, delta=1e-6,
+                               min_devices=20, scale=4)
+    with pytest.raises(ConfigError, match="non-zeros"):
+        fixed_point(np.array([[0.5, 1e-9, 0.0, 0.0]]), p, np.random.default_rng(0))
+    assert fixed_point(np.array([[0.5, 0.0, 0.0, 0.0]]), p, np.random.default_rng(0))[0, 1:].tolist() == [0, 0, 0]
+
+
+def test_laplace_alpha_is_the_exact_rational_the_shares_are_drawn_with():
+    # alpha = exp(-s / t) with s / t <= eps / sensitivity: the total is at most eps-DP, and barely less.
+    p = small(length=3, epsilon=0.7)
+    t, s = p.laplace_scale
+    assert p.alpha == math.exp(-s / t)
+    assert s * p.sensitivity / t <= p.epsilon < (s + 1) * p.sensitivity / t
