@@ -55,6 +55,7 @@ from shoal.common.errors import ConfigError
 from shoal.common.kinds import SharesRound, shares_kind
 from shoal.common.refine_round import bucket_slots, bucket_sum_params, check_bucket_sum
 from shoal.common.secure_sum import SecureSumParams
+from shoal.common.tree_round import MAX_EPSILON
 
 NAME = "partition"
 MAX_BITS = 10
@@ -120,6 +121,8 @@ def derive_partition(n_expected: int, dim: int, k: int, epsilon: float, delta: f
     memory by this bound before it opens the round."""
     if n_expected < 1 or dim < 1 or k < 1:
         raise ConfigError(f"partition needs n_expected, dim, k >= 1; got {n_expected}, {dim}, {k}")
+    if not (math.isfinite(epsilon) and 0 < epsilon <= MAX_EPSILON):
+        raise ConfigError(f"epsilon must be finite, > 0 and <= {MAX_EPSILON:g} (MAX_EPSILON), got {epsilon}")
     if max_devices is None:
         max_devices = max(min_devices, MAX_DEVICES_FACTOR * n_expected)
     if bits is None:

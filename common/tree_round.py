@@ -39,6 +39,11 @@ ENCODERS: tuple[str, ...] = ("lsh", "nettree")
 # What a user may ask for: "auto" is resolved by ``choose_encoder`` before a config exists.
 ENCODER_CHOICES: tuple[str, ...] = ("auto",) + ENCODERS
 MODELS: tuple[str, ...] = ("local", "shuffle")
+# The largest epsilon a round is derived for. Above ~700, e^eps overflows a double in the
+# randomisers' calibration (PrivUnit's cap, the secure sum's growth: OverflowError at 711, NaN at
+# 709); every local, shuffle and partition estimator fit was checked to work at 500. No privacy is
+# left long before it (at eps = 50 a report is e^50 ~ 5e21 times likelier from its own point).
+MAX_EPSILON = 500.0
 
 
 TREE_CENTERS: tuple[str, ...] = ("kmeans", "greedy", "greedy-weighted")
@@ -404,8 +409,8 @@ def derive_config(
         raise ConfigError(f"n_expected must be >= 1, got {n_expected}")
     if dim < 1 or k < 1:
         raise ConfigError(f"dim and k must be >= 1, got dim={dim}, k={k}")
-    if not (math.isfinite(epsilon) and epsilon > 0):
-        raise ConfigError(f"epsilon must be finite and > 0, got {epsilon}")
+    if not (math.isfinite(epsilon) and 0 < epsilon <= MAX_EPSILON):
+        raise ConfigError(f"epsilon must be finite, > 0 and <= {MAX_EPSILON:g} (MAX_EPSILON), got {epsilon}")
     if encoder not in ENCODER_CHOICES:
         raise ConfigError(f"encoder must be one of {ENCODER_CHOICES}, got {encoder!r}")
     bound = bound if bound is not None else PublicBound(radius=1.0)

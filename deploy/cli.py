@@ -188,6 +188,7 @@ def _simulate(args: argparse.Namespace) -> int:
         refine_share_of_devices,
         simulate_rounds,
     )
+    from shoal.deploy.verdicts import partition_quality
 
     points = load_points(args.data)  # a ConfigError becomes one line and exit 2 (common/cli.main)
     if args.model == "local" and (args.delta is not None or args.min_batch is not None):
@@ -226,7 +227,8 @@ def _simulate(args: argparse.Namespace) -> int:
     out: dict[str, Any] = {key: result[key] for key in keys}
     out["privacy"] = {key: result["privacy"][key] for key in ("model", "device_epsilon", "central_epsilon", "delta")}
     out["certificate"] = result["diagnostics"].get("certificate")
-    out["quality"] = result["quality"]
+    out["quality"] = result["quality"] or partition_quality(  # a partition round's decoder gives no verdict
+        args.k, bound, np.asarray(result["ball_centers"], dtype=np.float64), result["diagnostics"], args.eps)
     out["bound"] = bound_to_dict(bound)
     out["clipped_fraction"] = float(np.mean(bound.outside(points)))
     for key in ("tree_objective", "refine", "composed"):
@@ -255,7 +257,7 @@ def _simulate(args: argparse.Namespace) -> int:
     for key in keys[:3]:
         print(f"  {key:22s} {out[key]:.5f}")
     print(f"  {'ratio to trivial':22s} {out['normalized_objective'] / out['trivial_objective']:.3f}")
-    print(f"  verdict: {out['quality']['verdict'] if out['quality'] else 'none (a partition round has no verdict)'}")
+    print(f"  verdict: {out['quality']['verdict']}")
     print(f"  encode {out['encode_seconds']:.2f} s, decode {out['decode_seconds']:.2f} s, peak RSS {out['peak_rss_mb']:.0f} MB")
     print("  centers (original space):")
     print(format_centers(out["centers"]))
