@@ -34,6 +34,11 @@ MAY_IMPORT = {
     "shoal.server.edge": ("shoal.common", "shoal.server.edge", "shoal.server.rounds", "shoal.server.storage"),
     "shoal.deploy": ("shoal",),
 }
+# The package top (the repository root's ``__init__.py``, ``from shoal import ...``): imports no
+# shoal module eagerly (a device's ``import shoal.client`` runs it first), and lazily only the
+# user-facing side: the notebook code in deploy and the public types of common, never a service.
+TOP_EAGER = ("__future__", "typing")
+TOP_LAZY = ("shoal.common", "shoal.deploy")
 
 
 def _modules() -> list[tuple[str, Path]]:
@@ -75,6 +80,48 @@ def test_the_import_rules_catch_a_forbidden_import(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("from shoal.server.rounds.service import RoundService\n")
     assert not any(n.startswith(a) for n in _shoal_imports(bad) for a in _rule("shoal.server.decoders.kmeans"))
+
+
+def _top_imports() -> tuple[set[str], set[str]]:
+    """(modules the package top imports when it runs, modules it names for later):
+    later means under ``if TYPE_CHECKING:``, inside a function, or a module
+    string of its ``_LAZY`` table (PEP 562 ``__getattr__``)."""
+    tree = ast.parse((ROOT / "__init__.py").read_text())
+    eager: set[str] = set()
+    lazy: set[str] = set()
+
+    def names(node: ast.AST) -> set[str]:
+        if isinstance(node, ast.ImportFrom) and node.module:
+            return {node.module}
+        return {a.name for a in node.names} if isinstance(node, ast.Import) else set()
+
+    for stmt in tree.body:
+        deferred = isinstance(stmt, ast.FunctionDef) or (
+            isinstance(stmt, ast.If) and isinstance(stmt.test, ast.Name) and stmt.test.id == "TYPE_CHECKING")
+        for node in ast.walk(stmt):
+            (lazy if deferred else eager).update(names(node))
+        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_LAZY" for t in stmt.targets):
+            lazy.update(c.value for c in ast.walk(stmt.value)
+                        if isinstance(c, ast.Constant) and isinstance(c.value, str) and c.value.startswith("shoal."))
+    return eager, lazy
+
+
+def test_the_package_top_imports_nothing_eagerly_and_lazily_only_the_user_facing_side():
+    eager, lazy = _top_imports()
+    assert eager <= set(TOP_EAGER), eager
+    shoal_lazy = {n for n in lazy if n.startswith("shoal")}
+    assert shoal_lazy and all(any(n == a or n.startswith(a + ".") for a in TOP_LAZY) for n in shoal_lazy), shoal_lazy
+
+
+def test_the_top_rule_catches_an_eager_import(tmp_path, monkeypatch):
+    (tmp_path / "__init__.py").write_text("from shoal.deploy.estimator import PrivateKMeans\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert _top_imports()[0] == {"shoal.deploy.estimator"}
+
+
+def test_import_shoal_loads_no_submodule_and_no_numpy():
+    out = _run("import sys, shoal\nprint(sorted(m for m in sys.modules if m.startswith(('shoal.', 'numpy'))))")
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
 
 
 def test_no_code_outside_the_kinds_switches_on_config_types():
