@@ -279,7 +279,8 @@ async def create(request: Request) -> Response:
 STEPS_SHOWN = 20  # a continual round's page lists its latest steps (GET /rounds/{id}/steps has them all)
 DONE = {"created": "round created: devices can report to it now", "step": "step closed: its release is below",
         "close": "round closed: no more reports are accepted; it can be clustered",
-        "cluster": "round decoded: the result is below"}
+        "cluster": "round decoded: the result is below",
+        "again": "round decoded again: the new result is below; every earlier one stays (GET /rounds/{id}/results)"}
 
 
 @router.get("/rounds/{round_id}", response_class=HTMLResponse)
@@ -333,7 +334,18 @@ def _round(request: Request, cookie: str, round_id: str, status: int = 200, erro
             error = error or f"this result could not be drawn (see the server log); GET /rounds/{round_id}/result has it"
     return _page(request, "round.html", status=status, row=row, created=_when(row.created), csrf=csrf,
                  summary=summary(row.config, privacy), config_json=json.dumps(row.config, indent=1),
-                 result=result, view=view, error=error, message=message, steps=steps)
+                 result=result, view=view, error=error, message=message, steps=steps,
+                 decode_again=_may_decode_again(service, round_id))
+
+
+def _may_decode_again(service: RoundService, round_id: str) -> bool:
+    """Whether a done round may be decoded again: its kind's decode is
+    post-processing (``ServerKind.decode_draws_noise`` False; a central
+    round's answer is released once, so its page says so instead)."""
+    try:
+        return not service.round(round_id)[0].decode_draws_noise
+    except ShoalError:
+        return False
 
 
 async def _action(request: Request, round_id: str, what: str) -> Response:
@@ -348,7 +360,10 @@ async def _action(request: Request, round_id: str, what: str) -> Response:
         if what == "close":
             await run_in_threadpool(service.close, round_id)
         elif what == "cluster":
-            await run_in_threadpool(service.cluster, round_id)
+            again = form.get("again") == "true"  # "Decode again (post-processing)" on a done round's page
+            await run_in_threadpool(lambda: service.cluster(round_id, again=again))
+            if again:
+                return RedirectResponse(f"/ui/rounds/{round_id}?done=again", status_code=303)
         elif what == "step":
             await run_in_threadpool(service.close_step, round_id)
         elif what == "delete":
