@@ -124,7 +124,10 @@ def results(round_id: str, service: Service, _: Operator) -> list[ResultVersionO
 
 @router.get("/{round_id}/result", response_model=ResultOut)
 def result(round_id: str, service: Service) -> ResultOut:
-    return ResultOut(**service.result(round_id))
+    # The privacy statement composed over every round opened on the round's parent now (issue 45).
+    from shoal.server.rounds.statements import with_live_statement
+
+    return ResultOut(**with_live_statement(service.result(round_id), round_id, service))
 
 
 @router.post("/{round_id}/steps", response_model=StepOut)

@@ -1,7 +1,8 @@
 """The storage half shared by kinds whose devices send only shuffled
 secure-sum shares (refine, elbow and partition rounds): which messages they
 take, how shares become stored rows, and the accumulator that decodes them;
-and the privacy statement of a round opened on a parent (``child_privacy``)."""
+and the privacy statement of a round opened on a parent (``child_privacy``,
+over ``family_composition``)."""
 
 from __future__ import annotations
 
@@ -44,15 +45,14 @@ class SharesOnly:
         return ShareTotal(config.secure_sum)
 
 
-def child_privacy(config: Any, rounds: RoundsView) -> dict[str, Any]:
-    """The statement of a secure-sum round opened on a parent (refine, elbow):
-    basic composition over the parent and every round opened on it so far,
-    whatever its kind (issue 12: each used to compose only parent + itself;
-    an elbow and a refine round on one parent ask the same devices twice).
-    A local refine child asks fresh devices, so counting it is conservative."""
-    params = config.secure_sum
-    parent_event, parent_privacy = rounds.privacy_of(config.parent_id)
-    children = rounds.children(config.parent_id)
+def family_composition(parent_id: str, rounds: RoundsView) -> dict[str, Any]:
+    """Basic composition over a parent round and every round opened on it so
+    far, whatever its kind (issue 12: an elbow and a refine round on one
+    parent ask the same devices twice; a local refine child asks fresh
+    devices, so counting it is conservative): the composed (eps, delta), the
+    kinds, and one row per round (the parent's own statement first)."""
+    parent_event, parent_privacy = rounds.privacy_of(parent_id)
+    children = rounds.children(parent_id)
     events = [config_kinds()[kind].event(c) for _, kind, c in children]
     eps, delta = central_guarantee(RoundsEvent((parent_event, *events)))
     kinds = sorted({kind for _, kind, _ in children})
@@ -65,15 +65,33 @@ def child_privacy(config: Any, rounds: RoundsView) -> dict[str, Any]:
                        noise=c.secure_sum.noise)
         rows.append(row)
     return {
+        "parent": parent_id,
+        "central_epsilon": eps,
+        "delta": delta,
+        "composition": f"basic, over the parent round and all {len(children)} round(s) opened on it "
+                       f"({', '.join(kinds)})",
+        "rounds": [parent_privacy] + rows,
+    }
+
+
+def child_privacy(config: Any, rounds: RoundsView) -> dict[str, Any]:
+    """The statement of a secure-sum round opened on a parent (refine, elbow):
+    ``family_composition`` over the parent and every round opened on it.
+    Stored at decode time and re-issued whenever the result is read
+    (``server/rounds/statements.py``, issue 45), so it also composes the
+    rounds opened after the decode."""
+    params = config.secure_sum
+    family = family_composition(config.parent_id, rounds)
+    eps, delta = family["central_epsilon"], family["delta"]
+    return {
         "model": "shuffle",
         "mechanism": f"secure summation (split-and-mix) with distributed discrete {params.noise.capitalize()} noise"
                      + (" (Kairouz-Liu-Steinke zCDP, Canonne-Kamath-Steinke conversion)" if params.noise == "gaussian" else ""),
         "central_epsilon": eps,
         "delta": delta,
-        "composition": f"basic, over the parent round and all {len(children)} round(s) opened on it "
-                       f"({', '.join(kinds)})",
+        "composition": family["composition"],
         "device_epsilon": None,
         "device_epsilon_note": "no local guarantee for this round: its privacy relies on the shuffler not colluding with the server",
         "guarantees": [secure_sum_guarantee(eps, delta, params.min_devices)],
-        "rounds": [parent_privacy] + rows,
+        "rounds": family["rounds"],
     }

@@ -5,6 +5,7 @@ import base64
 
 import httpx
 import numpy as np
+import pytest
 from tests_helpers import done_tree_round
 
 from shoal.common.messages import sealed_share_parts
@@ -141,3 +142,46 @@ def test_a_refine_round_on_a_tree_round_does_not_split(server):
     ref = httpx.post(server.url + f"/rounds/{parent}/refine", headers=server.op_headers(),
                      json={"epsilon": 1.0, "delta": 1e-7, "min_devices": 1000}).json()
     assert ref["config"]["k"] == 3 and ref["config"]["keep"] == 0
+
+
+def test_every_result_of_a_family_composes_the_rounds_opened_after_its_decode(server):
+    """Issue 45: statements are composed when read. A refine child decoded
+    before its siblings were opened, the siblings, and the parent all show
+    every round opened on the parent, with the composed (eps, delta)."""
+    from tests_helpers import send_shares
+
+    ds = paper_mixture(400, d=3, k=3, seed=4)
+    parent, first = done_tree_round(server, ds.points)
+    op = server.op_headers()
+
+    def child(eps: float, delta: float) -> dict:
+        r = httpx.post(server.url + f"/rounds/{parent}/refine", headers=op,
+                       json={"epsilon": eps, "delta": delta, "min_devices": 100})
+        assert r.status_code == 201, r.text
+        return r.json()
+
+    def decode(rnd: dict) -> dict:
+        send_shares(server, rnd, ds.points)
+        r = httpx.post(server.url + f"/rounds/{rnd['id']}/cluster", headers=op, timeout=120)
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    one = child(1.0, 1e-7)
+    decoded = decode(one)
+    assert decoded["privacy"]["central_epsilon"] == first["privacy"]["central_epsilon"] + 1.0
+    two, three = child(0.5, 1e-8), child(0.25, 1e-9)  # opened after the first child's decode
+    decode(two)
+    eps = first["privacy"]["central_epsilon"] + 1.0 + 0.5 + 0.25
+    ids = [one["id"], two["id"], three["id"]]
+    for rid in (one["id"], two["id"]):
+        pr = httpx.get(server.url + f"/rounds/{rid}/result").json()["privacy"]
+        assert pr["central_epsilon"] == pytest.approx(eps) and pr["delta"] == pytest.approx(1e-7 + 1e-8 + 1e-9)
+        assert [row["round"] for row in pr["rounds"][1:]] == sorted(ids)
+        assert pr["composed"]["parent"] == parent and pr["composed"]["central_epsilon"] == pytest.approx(eps)
+    first_read = httpx.get(server.url + f"/rounds/{one['id']}/result").json()["privacy"]
+    assert first_read["as_decoded"]["central_epsilon"] == decoded["privacy"]["central_epsilon"]
+    own = httpx.get(server.url + f"/rounds/{parent}/result").json()["privacy"]
+    assert own["central_epsilon"] == first["privacy"]["central_epsilon"]  # the parent's own statement stays
+    assert [row["round"] for row in own["composed"]["rounds"][1:]] == sorted(ids)
+    assert own["composed"]["central_epsilon"] == pytest.approx(eps)
+    assert "opened on it so far" in own["composed"]["read"]
