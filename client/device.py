@@ -21,7 +21,7 @@ from shoal.client.ledger import Ledger, Spend
 from shoal.client.participation import Participation, TransportError
 from shoal.common.binary_wire import CONTENT_TYPE, messages_to_binary
 from shoal.common.errors import ReportError
-from shoal.common.kinds import config_kinds, kind_name, parse_config
+from shoal.common.kinds import check_protocol, config_kinds, kind_name, parse_config
 from shoal.common.messages import DeviceMessage
 from shoal.common.signing import config_digest, pinned_key, verify_config
 from shoal.common.transport import check_url
@@ -83,7 +83,9 @@ class Device:
         body = self._request("GET", f"/rounds/{round_id}/config").json()
         if self.server_key is not None:
             v = verify_config(body, round_id, self.server_key)
+            check_protocol(v.config)  # a round of a protocol this device does not speak: a ConfigError naming both
             return v.config, v.server_public_key, v.digest
+        check_protocol(body["config"])
         return (dict(body["config"]), base64.b64decode(body["server_public_key"]),
                 config_digest(body["config"], body["server_public_key"]))
 

@@ -42,7 +42,7 @@ from shoal.common.tree_round import RoundConfig
 
 def device_rng() -> np.random.Generator:
     """A Generator seeded from OS entropy (never from the round's public seed)."""
-    return np.random.default_rng(np.random.SeedSequence())
+    return np.random.default_rng(np.random.SeedSequence())  # device-private: 128 bits from secrets
 
 
 def _column(keys: NDArray[np.uint64], log2_columns: int) -> NDArray[np.int64]:

@@ -8,7 +8,12 @@ itself travels as its codebook index, ``privunit.py``, so there are no
 floats to narrow). The binary form is that row, little-endian, after the
 message id's 16 bytes, behind a 4-byte header:
 
-    b"SHB" + version (1) | n x (message id: 16 bytes | TREE_ROW: 22 bytes)
+    b"SHB" + format (1 byte, = 2) + protocol (1 byte, = 1)
+        | n x (message id: 16 bytes | TREE_ROW: 22 bytes)
+
+Format 1 had no protocol byte (its reports were protocol 0's); format 2
+adds the wire protocol the reports were built under (issue 45, Build 2),
+refused unless this build speaks it.
 
 38 bytes per device (1.0 x the randomiser output and ids), against ~230
 for JSON. The round comes from the URL (``POST /rounds/{id}/reports/binary``,
@@ -27,10 +32,11 @@ from numpy.typing import NDArray
 
 from shoal.common.errors import ReportError
 from shoal.common.messages import DeviceMessage, ReportBatch
+from shoal.common.public_stream import PROTOCOL_VERSION, PROTOCOLS
 
 MAGIC = b"SHB"
-VERSION = 1
-HEADER = MAGIC + bytes([VERSION])
+VERSION = 2  # the batch format
+HEADER = MAGIC + bytes([VERSION, PROTOCOL_VERSION])
 CONTENT_TYPE = "application/octet-stream"
 TREE_ROW = np.dtype([("hist_level", "i1"), ("hist_seed", "<u2"), ("hist_bucket", "<u4"), ("vec_level", "i1"),
                      ("vec_row", "<u4"), ("vec_nonce", "<u8"), ("vec_index", "<u2")])
@@ -75,13 +81,16 @@ def encode_reports(batch: ReportBatch, message_ids: list[str] | None = None) -> 
 
 def decode_reports(body: bytes, round_id: str) -> tuple[list[str], ReportBatch]:
     """Message ids (hex) and the reports of a binary body; ReportError if it is
-    not one (wrong header or version, a length that is not whole records)."""
+    not one (wrong header, format or protocol version, a length that is not whole records)."""
     if body[:3] != MAGIC:
         raise ReportError(f"not a binary report batch: it must start with {MAGIC!r} and a version byte")
     if len(body) < 4 or body[3] != VERSION:
         raise ReportError(f"binary report batch version {body[3] if len(body) > 3 else None}; this server reads "
                           f"version {VERSION}")
-    payload = body[4:]
+    if len(body) < 5 or body[4] not in PROTOCOLS:
+        raise ReportError(f"binary report batch of protocol {body[4] if len(body) > 4 else None}; this server "
+                          f"accepts protocol {', '.join(map(str, PROTOCOLS))}")
+    payload = body[len(HEADER):]
     if not payload or len(payload) % RECORD.itemsize:
         raise ReportError(f"binary report batch of {len(payload)} bytes is not a positive number of "
                           f"{RECORD.itemsize}-byte records")

@@ -162,8 +162,9 @@ def published(config: Any, kind: str) -> dict[str, Any]:
 
 def unpublished(data: dict[str, Any]) -> tuple[dict[str, Any], PublicBound]:
     """Inverse of ``published`` up to the config's own nested fields: the other
-    fields, and the bound validated again."""
-    fields = {k: v for k, v in data.items() if k != "kind"}
+    fields, and the bound validated again. The protocol version is checked
+    and removed by the registry (``kinds.check_protocol``), never here."""
+    fields = {k: v for k, v in data.items() if k not in ("kind", "protocol")}
     return fields, bound_from_dict(fields.pop("bound"))
 
 

@@ -18,6 +18,14 @@ The service, the device, the shuffler and the simulator look kinds up
 here and in those two registries; nothing else switches on config types.
 To add a kind: write the three halves, add one line to each registry, and
 ``tests/test_kinds.py`` checks that the three agree.
+
+Every published config carries ``"protocol"``, the wire protocol version
+its public objects are derived under (``common/public_stream.py``; issue 45,
+Build 2): ``dump`` adds it and ``parse`` refuses a config of a version this
+build does not speak, or one without it (published before protocol 1, with
+numpy-derived public randomness: stores are not migrated across a protocol
+change, so such a round is refused rather than derived differently from the
+server that opened it).
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from shoal.common.errors import ConfigError
 from shoal.common.events import SecureSumEvent
+from shoal.common.public_stream import PROTOCOL_VERSION, PROTOCOLS
 
 if TYPE_CHECKING:
     from shoal.common.secure_sum import SecureSumParams
@@ -121,12 +130,44 @@ def shares_kind(name: str, parse: Callable[[dict[str, Any]], Any], dump: Callabl
 _registry: dict[str, ConfigKind] = {}
 
 
+def check_protocol(data: Mapping[str, Any]) -> int:
+    """The config's protocol version, if this build speaks it; else a ConfigError naming both."""
+    if "protocol" not in data:
+        raise ConfigError(
+            "this round's config has no protocol version: it was published before protocol 1 (protocol 0, "
+            f"numpy-derived public randomness); this build speaks protocol {_spoken()} only and rounds are not "
+            "migrated across protocol versions: open a new round")
+    version = data["protocol"]
+    if isinstance(version, bool) or not isinstance(version, int) or version not in PROTOCOLS:
+        raise ConfigError(f"this round speaks protocol {version!r}; this build speaks protocol {_spoken()}")
+    return version
+
+
+def _spoken() -> str:
+    return " or ".join(str(v) for v in PROTOCOLS)
+
+
+def _versioned(kind: ConfigKind) -> ConfigKind:
+    """The kind with its dump stamping ``protocol`` and its parse checking and removing it."""
+    inner_parse, inner_dump = kind.parse, kind.dump
+
+    def parse(data: Mapping[str, Any]) -> Any:
+        check_protocol(data)
+        return inner_parse({k: v for k, v in data.items() if k != "protocol"})
+
+    def dump(config: Any) -> dict[str, Any]:
+        return {**inner_dump(config), "protocol": PROTOCOL_VERSION}
+
+    return ConfigKind(kind.name, parse=parse, dump=dump, event=kind.event, mixing=kind.mixing)
+
+
 def config_kinds() -> dict[str, ConfigKind]:
-    """Every kind's shared half, by name (imported on first use)."""
+    """Every kind's shared half, by name (imported on first use), its configs
+    stamped with and checked for the protocol version (module docstring)."""
     if not _registry:
         for module in _MODULES:
             kind: ConfigKind = importlib.import_module(module).KIND
-            _registry[kind.name] = kind
+            _registry[kind.name] = _versioned(kind)
     return _registry
 
 

@@ -55,6 +55,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from shoal.common import public_stream
 from shoal.common.bounds import PublicBound, clip_to_ball
 from shoal.common.errors import ConfigError
 from shoal.common.events import PrivUnitEvent
@@ -75,6 +76,8 @@ FRESH_SHARE = 0.3  # the share of a population the simulator and the bench keep 
 # A refine round is worth its fresh devices when its predicted center error is
 # at most this share of the tree round's on all devices (``refine_devices``).
 LOCAL_REFINE_GAIN = 0.7
+
+CODEBOOK_LABEL = "shoal/v1/local-refine/privunit-key"
 
 
 def count_weight(dim: int) -> float:
@@ -116,6 +119,12 @@ class LocalRefineConfig:
     @property
     def epsilon(self) -> float:
         return self.privunit.epsilon
+
+    @property
+    def codebook_key(self) -> int:
+        """The PrivUnit codebook key: word 0 of the public stream (seed,
+        "shoal/v1/local-refine/privunit-key") (``common/public_stream.py``)."""
+        return public_stream.key64(self.seed, CODEBOOK_LABEL)
 
     @property
     def center_array(self) -> NDArray[np.float64]:
@@ -169,7 +178,7 @@ def decoded_sum(nonces: NDArray[np.uint64], index: NDArray[np.int64], config: Lo
     """The sum of the reports' unbiased decodes (k (d + 1),), a chunk at a time."""
     total = np.zeros(config.privunit.dim)
     for lo in range(0, index.shape[0], chunk):
-        total += decode(nonces[lo : lo + chunk], index[lo : lo + chunk], config.privunit, config.seed).sum(axis=0)
+        total += decode(nonces[lo : lo + chunk], index[lo : lo + chunk], config.privunit, config.codebook_key).sum(axis=0)
     return total
 
 

@@ -19,16 +19,39 @@ from typing import Annotated, Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    FiniteFloat,
+    StrictInt,
+    model_validator,
+)
 
 from shoal.common.envelope import seal
 from shoal.common.errors import ReportError
 from shoal.common.privunit import decode
 from shoal.common.public_random import PublicRandomness
+from shoal.common.public_stream import PROTOCOL_VERSION, PROTOCOLS
 from shoal.common.secure_sum import SecureSumParams
 from shoal.common.sketch import MAX_SKETCH, SketchParams, off_grid
 from shoal.common.sketch_round import MAX_DEVICE_RECORDS
 from shoal.common.tree_round import RoundConfig
+
+
+def _spoken(version: int) -> int:
+    if version not in PROTOCOLS:
+        raise ValueError(f"protocol version {version} is not spoken here: this server accepts protocol "
+                         f"{', '.join(map(str, PROTOCOLS))}")
+    return version
+
+
+# Every message names the wire protocol it was built under (issue 45, Build 2): a
+# version this build does not speak is refused (the server answers 422 naming it).
+# Absent means the current one: a device of an older protocol cannot build a message
+# for a round of this one (it refuses the config, whose "protocol" field it does not know).
+Protocol = Annotated[StrictInt, AfterValidator(_spoken)]
 
 
 class HistReport(BaseModel):
@@ -58,6 +81,7 @@ class DeviceMessage(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     round_id: str = Field(min_length=1, max_length=64)
     message_id: str = Field(pattern=r"^[0-9a-f]{32}$")
+    protocol: Protocol = PROTOCOL_VERSION
     hist: HistReport | None = None
     vec: VecReport | None = None
 
@@ -70,6 +94,7 @@ class ShareMessage(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     round_id: str = Field(min_length=1, max_length=64)
     message_id: str = Field(pattern=r"^[0-9a-f]{32}$")
+    protocol: Protocol = PROTOCOL_VERSION
     share: str = Field(min_length=4, max_length=2_000_000)
 
 
@@ -81,6 +106,7 @@ class SketchMessage(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     round_id: str = Field(min_length=1, max_length=64)
     message_id: str = Field(pattern=r"^[0-9a-f]{32}$")
+    protocol: Protocol = PROTOCOL_VERSION
     sketch: list[FiniteFloat] = Field(min_length=2, max_length=2 * MAX_SKETCH)
     n0: int = Field(ge=1, le=MAX_DEVICE_RECORDS)
 
@@ -106,6 +132,7 @@ class CodebookMessage(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     round_id: str = Field(min_length=1, max_length=64)
     message_id: str = Field(pattern=r"^[0-9a-f]{32}$")
+    protocol: Protocol = PROTOCOL_VERSION
     nonce: str = Field(pattern=r"^[0-9a-f]{16}$")
     index: int = Field(ge=0, lt=1 << 16)
 
@@ -134,6 +161,7 @@ class PointMessage(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     round_id: str = Field(min_length=1, max_length=64)
     message_id: str = Field(pattern=r"^[0-9a-f]{32}$")
+    protocol: Protocol = PROTOCOL_VERSION
     points: list[Annotated[list[FiniteFloat], Field(min_length=1, max_length=MAX_POINT_DIM)]] = Field(
         min_length=1, max_length=MAX_RECORDS)
 
@@ -176,6 +204,7 @@ class StreamMessage(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     round_id: str = Field(min_length=1, max_length=64)
     message_id: str = Field(pattern=r"^[0-9a-f]{32}$")
+    protocol: Protocol = PROTOCOL_VERSION
     op: Literal["insert", "delete"]
     item: str = Field(pattern=r"^[0-9a-f]{32}$")
     point: list[FiniteFloat] | None = Field(None, min_length=1, max_length=MAX_POINT_DIM)

@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from shoal.common import public_stream
 from shoal.common.bounds import PublicBound, published, unpublished
 from shoal.common.errors import ConfigError
 from shoal.common.kinds import SharesRound, shares_kind
@@ -64,6 +65,8 @@ BUCKET_SDS = 24.0  # an average bucket holds at least this many noise sds of dev
 MAX_DEVICES_FACTOR = 2  # default max_devices: this many times n_expected (``derive_partition``)
 REFINE_SPLIT = 2  # a refine round on a partition round splits each center in two (``refine_round.py``)
 NOISE_GATE = 3.0  # a bucket whose noisy count is below this many noise sds is left out
+
+HYPERPLANE_LABEL = "shoal/v1/partition/hyperplanes"
 
 
 @dataclass(frozen=True)
@@ -95,8 +98,10 @@ class PartitionConfig(SharesRound):
 
     @property
     def hyperplanes(self) -> NDArray[np.float64]:
-        """(dim, bits) public normals, from the round's seed only."""
-        return np.random.default_rng([self.seed, 3]).standard_normal((self.dim, self.bits))  # public: seed only
+        """(dim, bits) public normals: the Gaussians of the public stream (seed,
+        "shoal/v1/partition/hyperplanes"), (bits, dim) row-major, transposed
+        (``common/public_stream.py``; Gaussian for SimHash's angle property)."""
+        return public_stream.gaussians(self.seed, HYPERPLANE_LABEL, (self.bits, self.dim)).T
 
 
 

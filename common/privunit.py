@@ -69,11 +69,11 @@ from shoal.common.exact_sampling import (
     log_ratio_upper,
 )
 from shoal.common.hashing import mix64
+from shoal.common.public_stream import box_muller
 
 MAX_CANDIDATES = 1 << 16
 CHUNK_ELEMENTS = 1 << 22  # devices x candidates x dim per vectorised block (32 MB of float64)
-_STREAM = np.uint64(0xD1B54A32D192ED03)
-_TWO_PI = 2 * math.pi
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # SplitMix64's gamma
 
 
 def default_candidates(epsilon: float) -> int:
@@ -209,30 +209,33 @@ def candidate_vectors(
 ) -> NDArray[np.float64]:
     """Unit vectors V(key, nonce, index): shape nonces/indices broadcast + (dim,).
 
-    Public randomness (no privacy rests on its floating point): a SplitMix64
-    stream per (key, nonce, index), one 64-bit hash per pair of coordinates
-    split into two 32-bit uniforms, Box-Muller Gaussians (radius capped at
-    6.66 sd: a 3e-11 tail), normalised in float64. Random access: the server
-    regenerates candidate J alone."""
+    Public randomness, random access (the server regenerates candidate J
+    alone), specified in ``docs/protocol/public-randomness.md``:
+    base = mix64(mix64(nonce XOR key) XOR index) with mix64 the SplitMix64
+    step (``common.hashing.mix64``: add the golden gamma, then its
+    finaliser); the candidate's words are the SplitMix64 stream seeded with
+    base, w_j = mix64(base + j gamma) for j = 0 .. ceil(dim / 2) - 1; its
+    coordinates are the stream's Box-Muller pairs (``public_stream.box_muller``,
+    binary64), the last dropped for odd dim, divided by their norm. The key
+    is a word of the round's public stream (``public_random``,
+    ``local_refine_round``). SplitMix64 rather than SHAKE-256 here: the
+    audits and the server regenerate 10^8 candidates, one random access
+    each, which only a vectorised integer hash does in seconds.
+
+    No privacy rests on these numbers: ``select`` depends on them only
+    through the cap C(u) the device computes from the candidates it derived
+    itself (module docstring), so a codebook that differs by a few ulps in
+    another implementation (``log``/``cos``/``sin`` are not correctly rounded
+    everywhere) leaves every index's probability p_c / K or (1 - p_c) / (N - K);
+    the server's decode of it moves by the same few ulps
+    (``tests/common/test_privunit.py``)."""
     with np.errstate(over="ignore"):
         base = mix64(mix64(np.asarray(nonces, dtype=np.uint64) ^ np.uint64(key)) ^ np.asarray(indices, dtype=np.uint64))
         pairs = (dim + 1) // 2
-        j = np.arange(1, pairs + 1, dtype=np.uint64)
-        h = mix64(base[..., None] ^ (j * _STREAM))
-    u1, u2 = box_muller_uniforms(h)
-    r = np.sqrt(-2.0 * np.log(u1)).astype(np.float32)  # > 1.5e-5: a candidate is never the zero vector
-    ang = (_TWO_PI * u2).astype(np.float32)
-    g = np.concatenate([r * np.cos(ang), r * np.sin(ang)], axis=-1)[..., :dim].astype(np.float64)
+        j = np.arange(pairs, dtype=np.uint64)
+        h = mix64(base[..., None] + j * _GOLDEN)
+    g = box_muller(h)[..., :dim]
     return np.asarray(g / np.linalg.norm(g, axis=-1, keepdims=True))
-
-
-def box_muller_uniforms(h: NDArray[np.uint64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Two uniforms from each 64-bit hash, in float64 (exact): u1 strictly
-    inside (0, 1) (in float32 the top values round to 1, log(1) = 0 and a
-    candidate could be the zero vector), and u2 in [0, 1) for the angle."""
-    u1 = ((h >> np.uint64(32)).astype(np.float64) + 0.5) * 2.0**-32
-    u2 = (h & np.uint64(0xFFFFFFFF)).astype(np.float64) * 2.0**-32
-    return u1, u2
 
 
 def cap_mask(scores: NDArray[np.float64], k: int) -> NDArray[np.bool_]:

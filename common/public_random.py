@@ -1,10 +1,22 @@
-"""Public randomness of a round, derived deterministically from its config.
+"""Public randomness of a tree round, derived deterministically from its config.
 
 Every object a device and the server must agree on (projection matrix,
-lattice shifts, SimHash planes, node-hash keys, the OLH seed pool) comes from
-``numpy.random.SeedSequence([seed, tag])`` with a fixed tag per object, so
-the same ``RoundConfig`` always yields the same objects on every machine.
-Device-private randomness never comes from here (see ``client.encoder``).
+lattice shifts, SimHash planes, node-hash keys, the OLH seed pool, the
+PrivUnit codebook key) is read from the round's public stream
+(``common/public_stream.py``: SHAKE-256 of the protocol version, the seed
+and a domain label per object, labels in ``LABELS``), so a device in any
+language derives them from the signed config (issue 45, Build 1;
+``docs/protocol/public-randomness.md``). Device-private randomness never
+comes from here (see ``client.encoder``).
+
+The JL projection has Rademacher entries +-a (Achlioptas, "Database-friendly
+random projections", JCSS 2003, Thm. 1.1: as good a JL transform as a
+Gaussian one), so it is exact in every language; the SimHash planes stay
+Gaussian (Charikar 2002: P[different sign] = angle / pi needs a rotation-
+invariant plane; random sign planes fail it badly in low dimension) and use
+the stream's Box-Muller, whose few-ulp tolerance only moves which node a
+point on a plane's edge falls in: a deterministic function of the device's
+own point, before any randomiser, so no privacy property depends on it.
 """
 
 from __future__ import annotations
@@ -16,13 +28,25 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import NDArray
 
+from shoal.common import public_stream
 from shoal.common.tree_round import RoundConfig
 
-_TAGS = {"projection": 1, "shifts": 2, "planes": 3, "level_keys": 4, "hist_seeds": 5, "vec_key": 6}
+LABELS = {
+    "projection": "shoal/v1/tree/projection",  # signs, (proj_dim, dim) row-major
+    "shifts": "shoal/v1/tree/lattice-shifts",  # uniforms, (levels + 1, proj_dim)
+    "planes": "shoal/v1/tree/simhash-planes",  # Gaussians, (levels, dim)
+    "level_keys": "shoal/v1/tree/node-keys",  # words, levels + 1
+    "hist_seeds": "shoal/v1/tree/olh-seeds",  # words, hist_pool
+    "vec_key": "shoal/v1/tree/privunit-key",  # one word
+}
 
 
-def _rng(seed: int, tag: str) -> np.random.Generator:
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, _TAGS[tag]])))
+def projection_scale(proj_dim: int) -> float:
+    """a = (1 / sqrt(d')) / (1 + sqrt(2 / d')), in this order of binary64 operations.
+
+    1 / sqrt(d') makes E||Px||^2 = ||x||^2; the shrink keeps most points in
+    the ball before clipping (relative spread of ||Px|| ~ sqrt(2 / d'))."""
+    return 1.0 / math.sqrt(proj_dim) / (1.0 + math.sqrt(2.0 / proj_dim))
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,20 +69,18 @@ class PublicRandomness:
 def _derive(cfg: RoundConfig) -> PublicRandomness:
     projection = None
     if cfg.encoder == "nettree" and not cfg.identity_projection:
-        g = _rng(cfg.seed, "projection").standard_normal((cfg.proj_dim, cfg.dim))
-        # JL map scaled so E||Px||^2 = ||x||^2, shrunk so that most points stay
-        # in the ball before clipping (relative spread of ||Px|| ~ sqrt(2/d')).
-        projection = g / math.sqrt(cfg.proj_dim) / (1 + math.sqrt(2 / cfg.proj_dim))
+        sign = public_stream.signs(cfg.seed, LABELS["projection"], (cfg.proj_dim, cfg.dim))
+        projection = sign * projection_scale(cfg.proj_dim)
     t = cfg.levels
     shifts = np.zeros((t + 1, cfg.proj_dim))
     if cfg.encoder == "nettree":
-        u = _rng(cfg.seed, "shifts").random((t + 1, cfg.proj_dim))
-        shifts = u * lattice_spacing(np.arange(t + 1))[:, None]
+        u = public_stream.uniforms(cfg.seed, LABELS["shifts"], (t + 1, cfg.proj_dim))
+        shifts = u * lattice_spacing(np.arange(t + 1))[:, None]  # powers of two: exact
     planes = np.zeros((t, cfg.dim))
     if cfg.encoder == "lsh" and t > 0:
-        planes = _rng(cfg.seed, "planes").standard_normal((t, cfg.dim))
-    level_keys = _rng(cfg.seed, "level_keys").integers(0, 2**63, size=t + 1, dtype=np.int64)
-    hist_seeds = _rng(cfg.seed, "hist_seeds").integers(0, 2**63, size=cfg.hist_pool, dtype=np.int64)
+        planes = public_stream.gaussians(cfg.seed, LABELS["planes"], (t, cfg.dim))
+    level_keys = public_stream.words(cfg.seed, LABELS["level_keys"], t + 1)
+    hist_seeds = public_stream.words(cfg.seed, LABELS["hist_seeds"], cfg.hist_pool)
     for a in (shifts, planes, level_keys, hist_seeds):
         a.setflags(write=False)
     if projection is not None:
@@ -67,9 +89,9 @@ def _derive(cfg: RoundConfig) -> PublicRandomness:
         projection=projection,
         shifts=shifts,
         planes=planes,
-        level_keys=level_keys.astype(np.uint64),
-        hist_seeds=hist_seeds.astype(np.uint64),
-        vec_key=int(_rng(cfg.seed, "vec_key").integers(0, 2**63)),
+        level_keys=level_keys,
+        hist_seeds=hist_seeds,
+        vec_key=public_stream.key64(cfg.seed, LABELS["vec_key"]),
     )
 
 

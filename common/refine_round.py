@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from shoal.common import public_stream
 from shoal.common.bounds import PublicBound, clip_to_ball, published, unpublished
 from shoal.common.errors import ConfigError
 from shoal.common.kinds import SharesRound, shares_kind
@@ -53,6 +54,8 @@ NAME = "refine"
 NOISE_GATE = 3.0  # a bucket whose noisy count is below this many noise sds keeps the parent's center
 MAX_SPLIT = 4  # candidates per parent center at most
 SPLIT_STEP = 1e-6  # how far a candidate sits from its parent center (unit ball)
+
+SPLIT_LABEL = "shoal/v1/refine/split-directions"
 
 
 @dataclass(frozen=True)
@@ -128,8 +131,8 @@ def split_candidates(centers: NDArray[np.float64], split: int, seed: int) -> NDA
     c = np.asarray(centers, dtype=np.float64)
     if split == 1:
         return c
-    u = np.random.default_rng([int(seed), 17]).standard_normal((split if split > 2 else 1,) + c.shape)  # public
-    u /= np.maximum(np.linalg.norm(u, axis=2, keepdims=True), 1e-300)
+    # public: the stream (seed, SPLIT_LABEL) (common/public_stream.py); the config carries the result
+    u = public_stream.unit_rows(public_stream.gaussians(int(seed), SPLIT_LABEL, (split if split > 2 else 1,) + c.shape))
     if split == 2:
         u = np.concatenate([u, -u])
     return clip_to_ball((c[None] + SPLIT_STEP * u).reshape(-1, c.shape[1]))

@@ -76,6 +76,7 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import NDArray
 
+from shoal.common import public_stream
 from shoal.common.errors import ConfigError
 from shoal.common.exact_sampling import (
     discrete_laplace,
@@ -223,16 +224,31 @@ def _adapted_radius(u: NDArray[np.float64]) -> NDArray[np.float64]:
     return np.asarray(np.interp(u, cdf / cdf[-1], grid))
 
 
+FREQUENCY_LABELS = {
+    "directions": "shoal/v1/sketch/directions",  # Gaussians, (m, d) row-major: frequency j is row j
+    "radii": "shoal/v1/sketch/radii",  # uniforms, m
+    "bandwidths": "shoal/v1/sketch/bandwidths",  # uniforms, m
+}
+
+
 def frequencies(params: SketchParams) -> NDArray[np.float64]:
-    """The public frequency matrix Omega (d, m), a function of the params alone."""
-    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([params.seed, 21])))
+    """The public frequency matrix Omega (d, m), a function of the params alone.
+
+    Read from the round's public streams (``common/public_stream.py``, labels
+    in ``FREQUENCY_LABELS``; ``docs/protocol/public-randomness.md``):
+    column j = (g_j / |g_j|) * R(u_j) / exp(log lo + v_j (log hi - log lo)),
+    g_j Gaussian, u_j and v_j uniform. The radius table and the bandwidth
+    use exp and log: implementations may differ by a few ulps. No privacy
+    rests on it (the L1 sensitivity 2 sqrt(2) sqrt(m) / n0 and the exact
+    grid argument hold for any Omega the device uses); the server's decode
+    with its own Omega sees features moved by about |Omega^T x| ulps, far
+    below the sketch's noise."""
     d, m = params.dim, params.size
-    direction = rng.standard_normal((d, m))
-    direction /= np.linalg.norm(direction, axis=0, keepdims=True)
-    radius = _adapted_radius(rng.random(m))
+    direction = public_stream.unit_rows(public_stream.gaussians(params.seed, FREQUENCY_LABELS["directions"], (m, d))).T
+    radius = _adapted_radius(public_stream.uniforms(params.seed, FREQUENCY_LABELS["radii"], m))
     lo, hi = math.log(params.scale_low), math.log(params.scale_high)
-    bandwidth = np.exp(rng.uniform(lo, hi, size=m))
-    return np.asarray(direction * (radius / bandwidth)[None, :])
+    bandwidth = np.exp(lo + public_stream.uniforms(params.seed, FREQUENCY_LABELS["bandwidths"], m) * (hi - lo))
+    return np.ascontiguousarray(direction * (radius / bandwidth)[None, :])
 
 
 def features(x: NDArray[np.float64], omega: NDArray[np.float64]) -> NDArray[np.complex128]:
@@ -246,7 +262,7 @@ def exact_sketch(x: NDArray[np.float64], omega: NDArray[np.float64]) -> NDArray[
     if x.shape[0] == 0:
         raise ConfigError("cannot sketch an empty dataset")
     owner = np.zeros(x.shape[0], dtype=np.int64)
-    return _masked_sums(x, owner, 1, omega, omega.shape[1], np.random.default_rng(0))[0] / x.shape[0]
+    return _masked_sums(x, owner, 1, omega, omega.shape[1], np.random.default_rng(0))[0] / x.shape[0]  # r = m: no draw matters
 
 
 def masks(n: int, m: int, r: int, rng: np.random.Generator) -> NDArray[np.int64]:

@@ -20,8 +20,8 @@ from shoal.common.privunit import select
 def codebook_messages(points: np.ndarray, config: LocalRefineConfig,
                       rng: np.random.Generator | None = None) -> list[CodebookMessage]:
     """Each device's report; device randomness from the OS unless ``rng`` is given (tests)."""
-    rng = rng if rng is not None else np.random.default_rng()
-    nonces, index = select(block_vectors(points, config), config.privunit, config.seed, rng)
+    rng = rng if rng is not None else np.random.default_rng()  # device-private: OS entropy (secrets)
+    nonces, index = select(block_vectors(points, config), config.privunit, config.codebook_key, rng)
     return [CodebookMessage(round_id=config.round_id, message_id=new_message_id(), nonce=f"{int(n):016x}",
                             index=int(i)) for n, i in zip(nonces, index, strict=True)]
 

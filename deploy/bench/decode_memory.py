@@ -24,8 +24,9 @@ from typing import Any
 import numpy as np
 
 from shoal.client.encoder import encode_arrays
+from shoal.common.kinds import dump_config
 from shoal.common.messages import new_message_id
-from shoal.common.tree_round import config_to_dict, derive_config
+from shoal.common.tree_round import derive_config
 from shoal.deploy.bench.accuracy import machine
 from shoal.deploy.datasets import paper_mixture
 
@@ -38,7 +39,7 @@ def build_store(path: Path, n: int, dim: int, k: int, eps: float) -> dict[str, A
 
     cfg = derive_config(n, dim, k, eps, encoder="lsh", seed=0)
     store = SQLiteStore(str(path))
-    store.create_round(ROUND, config_to_dict(cfg))
+    store.create_round(ROUND, dump_config("tree", cfg))
     rng = np.random.default_rng(1)
     for lo in range(0, n, 100_000):
         m = min(100_000, n - lo)
@@ -47,7 +48,7 @@ def build_store(path: Path, n: int, dim: int, k: int, eps: float) -> dict[str, A
         batch.vec_nonce = rng.integers(0, 1 << 63, size=m, dtype=np.uint64)
         batch.vec_index = np.where(has, rng.integers(0, cfg.vec_params.candidates, size=m), -1)
         store.add_reports(ROUND, [new_message_id() for _ in range(m)], batch)
-    return config_to_dict(cfg)
+    return dump_config("tree", cfg)
 
 
 def high_water_mb() -> float:

@@ -197,7 +197,7 @@ def test_a_device_sends_its_tree_report_in_binary_and_a_retry_is_counted_once(se
     assert dev.participate(rid, [0.1, 0.2, 0.3]) == {"accepted": 0, "duplicates": 1}
     posts = [r for r in seen if r.method == "POST"]
     assert [r.url.path for r in posts] == [f"/rounds/{rid}/reports/binary"] * 2
-    assert posts[0].headers["content-type"] == "application/octet-stream" and len(posts[0].content) == 42
+    assert posts[0].headers["content-type"] == "application/octet-stream" and len(posts[0].content) == 43  # 5 + 38
     json_dev = Device(server.url, tmp_path / "other.json", cap=5.0, binary=False)
     assert json_dev.participate(rid, [0.1, 0.2, 0.3]) == {"accepted": 1, "duplicates": 0}
     assert httpx.get(server.url + f"/rounds/{rid}").json()["reports"] == 2

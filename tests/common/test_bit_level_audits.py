@@ -149,7 +149,7 @@ def _local_refine_codes(x, hypotheses, cfg, seed):
     blocks = block_vectors(np.array(hypotheses), cfg)
     u = blocks / np.linalg.norm(blocks, axis=1, keepdims=True)
     dirs = np.concatenate([u, -u])
-    member = cap_members(nonces, index, np.broadcast_to(dirs, (SAMPLES,) + dirs.shape), cfg.privunit, cfg.seed)
+    member = cap_members(nonces, index, np.broadcast_to(dirs, (SAMPLES,) + dirs.shape), cfg.privunit, cfg.codebook_key)
     return member.astype(np.int64) @ (1 << np.arange(dirs.shape[0]))
 
 

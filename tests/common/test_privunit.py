@@ -15,13 +15,13 @@ from shoal.common.errors import ConfigError
 from shoal.common.exact_sampling import DYADIC_ONE
 from shoal.common.privunit import (
     PrivUnitParams,
-    box_muller_uniforms,
     cap_mask,
     cap_members,
     decode,
     sample_decoded,
     select,
 )
+from shoal.common.public_stream import box_muller
 
 KEY = 77
 
@@ -98,11 +98,12 @@ def test_the_cap_holds_exactly_k_indices_even_with_nan_scores():
     assert cap_mask(scores, 3).sum(axis=1).tolist() == [3, 3]
 
 
-def test_candidate_uniforms_stay_inside_the_open_interval_at_the_extreme_hashes():
+def test_candidate_gaussians_stay_finite_and_nonzero_at_the_extreme_hashes():
+    # u1 = (hi + 1/2) 2^-32 never reaches 0 (log finite) nor 1 (radius 0: a zero candidate)
     h = np.array([0, 1, 2**32 - 1, 2**64 - 2**31, 2**64 - 1], dtype=np.uint64)
-    u1, u2 = box_muller_uniforms(h)
-    assert np.all((u1 > 0) & (u1 < 1)) and np.all((u2 >= 0) & (u2 < 1))
-    assert np.all(np.sqrt(-2 * np.log(u1)) > 1e-5)
+    g = box_muller(h).reshape(-1, 2)
+    radius = np.hypot(g[:, 0], g[:, 1])
+    assert np.all(np.isfinite(g)) and np.all(radius > 1e-5) and np.all(radius <= 6.77)
 
 
 def test_a_device_picks_its_cap_with_the_exact_cap_probability():

@@ -7,6 +7,7 @@ import base64
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import PlainTextResponse
 
+from shoal.common.public_stream import PROTOCOL_VERSION, PROTOCOLS
 from shoal.server.edge.deps import Service
 
 router = APIRouter(tags=["health"])
@@ -15,6 +16,13 @@ router = APIRouter(tags=["health"])
 @router.get("/healthz")
 def healthz() -> dict[str, str]:
     return {"status": "ok"}
+
+
+@router.get("/protocol")
+def protocol() -> dict[str, object]:
+    """The wire protocol versions this server accepts in configs and messages
+    (``common/public_stream.py``; a message of another version gets 422)."""
+    return {"protocols": list(PROTOCOLS), "current": PROTOCOL_VERSION}
 
 
 @router.get("/server-key")
