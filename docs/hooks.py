@@ -51,7 +51,7 @@ def _shuffler_spec() -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory() as tmp:
         settings = ShufflerSettings(server_url="http://127.0.0.1:8000", token="s" * 16, enrol_token="e" * 16,
-                                    db_path=f"{tmp}/shuffler.db")
+                                    db_path=f"{tmp}/shuffler.db", insecure_no_pin=True)
         return create_app(settings).openapi()
 
 

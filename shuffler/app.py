@@ -14,7 +14,18 @@ sealed bytes is forwarded.
 Trust (``common/signing.py``): with a pinned server key (``server_key``,
 ``--server-key`` / ``SHOAL_SERVER_KEY``) the shuffler accepts only round
 configs signed by that server, and refuses device messages whose config
-digest differs from the config it verified (equivocation).
+digest differs from the config it verified (equivocation). A pin is
+required (issue 45): without one the shuffler refuses to start, unless told
+``pin_first_use`` (the server's identity read once at first start over the
+server URL and kept in the buffer: it covers a server that changes identity
+later, not one hostile from the start) or ``insecure_no_pin`` (no
+verification at all; only for a server on this machine, for tests).
+
+A round the server answers 404 for is *orphaned*, not forgotten (issue 45):
+its devices got 202 and were charged, so its messages stay buffered and
+counted in /healthz, are not forwarded while the server does not know the
+round, and are dropped only at ``max_round_age_seconds``; a round that
+comes back (a restored store, a misrouted proxy) is forwarded again.
 
 Over 300 lines because the forwarder's retry and drop rules and the
 endpoints that feed it must be read together to check that a message is
@@ -27,12 +38,13 @@ import asyncio
 import base64
 import hmac
 import logging
+import re
 import threading
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated
 
 import httpx
@@ -48,7 +60,7 @@ from shoal.common.group_commit import GroupCommit
 from shoal.common.http_edge import guard
 from shoal.common.kinds import config_kinds, kind_name
 from shoal.common.signing import TrustError, config_digest, verify_config
-from shoal.common.transport import check_url
+from shoal.common.transport import check_url, is_loopback_host
 from shoal.shuffler.buffer import Buffer
 from shoal.shuffler.metrics import registry_for
 
@@ -80,11 +92,24 @@ class ShufflerSettings:
     header_seconds: float = 10.0  # see server/edge/settings.py (SHOAL_HEADER_SECONDS, SHOAL_BODY_SECONDS)
     body_seconds: float = 30.0
     insecure: bool = False  # allow plain http:// to a server not on this machine (common/transport.py)
+    pin_first_use: bool = False  # no server_key: read the server's identity once, keep it (module docstring)
+    insecure_no_pin: bool = False  # no server_key and no verification: a loopback server only (tests)
 
     def __post_init__(self) -> None:
         # Batches and the shuffler's credential must not cross a network in clear (issue 39).
         check_url(self.server_url, "the server URL", self.insecure,
                   flag="--insecure (ShufflerSettings(insecure=True))")
+        # Configs are verified against a pinned identity, or the operator said otherwise (issue 45).
+        if self.insecure_no_pin and (self.server_key or self.pin_first_use):
+            raise ValueError("--insecure-no-pin contradicts a pinned server key (--server-key, --pin-first-use)")
+        if self.insecure_no_pin and not is_loopback_host(httpx.URL(self.server_url).host):
+            raise ValueError(f"--insecure-no-pin is only for a server on this machine, not {self.server_url}: pin the "
+                             "server key (--server-key sha256:... or SHOAL_SERVER_KEY)")
+        if not (self.server_key or self.pin_first_use or self.insecure_no_pin):
+            raise ValueError("no server key pinned: give --server-key sha256:... (or SHOAL_SERVER_KEY; the server prints "
+                             "its identity at start and serves it at /server-key), or --pin-first-use to trust the "
+                             "identity the server shows at first start; --insecure-no-pin (no verification) is for a "
+                             "server on this machine only")
         if len(self.token) < 16:
             raise ValueError(f"SHOAL_SHUFFLER_TOKEN is too short: {len(self.token)} characters, at least 16 are required")
         if len(self.enrol_token) < 16:
@@ -181,6 +206,7 @@ class Forwarder:
         self.forwarded = 0
         self.refused: Counter[str] = Counter()  # items the server refused, by reason
         self.dropped: Counter[str] = Counter()  # items of batches dropped, by the server's status
+        self.expired = 0  # messages dropped at a round's age limit (orphaned or abandoned rounds)
         self._rules: dict[str, RoundRule] = {}
         self.thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -209,24 +235,46 @@ class Forwarder:
             self._stop.wait(self.s.poll_seconds)
 
     def expire(self, now: float | None = None) -> list[str]:
-        """Forget rounds the server no longer has (404) and rounds older than
-        ``max_round_age_seconds``: their messages can never be delivered or
-        are abandoned, and would otherwise stay for ever (issue 13: junk
-        rounds slowed a real round's release from 0.21 s to 6.5 s)."""
+        """Forget rounds older than ``max_round_age_seconds`` (abandoned: they
+        would otherwise stay for ever; issue 13: junk rounds slowed a real
+        round's release from 0.21 s to 6.5 s), and orphan, not forget, rounds
+        the server answers 404 for: their devices got 202 and were charged,
+        so the messages are kept (and counted) until that age limit, and
+        forwarded again if the server knows the round again (issue 45)."""
         now = time.time() if now is None else now
         gone = []
+        orphaned = self.buffer.orphaned()
         for rid, first in self.buffer.rounds().items():
-            old = now - first > self.s.max_round_age_seconds
-            if not old:
-                r = self.http.get(f"{self.s.server_url}/rounds/{rid}")
-                old = r.status_code == 404
-            if old:
+            if now - first > self.s.max_round_age_seconds:
                 with self._lock:
+                    kept = self.buffer.orphaned().get(rid)
+                    dropped = kept if kept is not None else self.buffer.count(rid)
                     self.buffer.forget_round(rid)
                     self._rules.pop(rid, None)
+                    self.expired += dropped
                 gone.append(rid)
-                log.warning("round %s expired at the shuffler: its buffered messages were dropped", rid)
+                log.warning("round %s expired at the shuffler: its %d buffered message(s) were dropped", rid, dropped)
+                continue
+            status = self.http.get(f"{self.s.server_url}/rounds/{rid}").status_code
+            if status == 404 and rid not in orphaned:
+                self.orphan(rid)
+            elif status == 200 and rid in orphaned:
+                self.buffer.set_orphaned(rid, False)
+                log.warning("round %s is known to the server again: its buffered messages will be forwarded", rid)
         return gone
+
+    def orphan(self, round_id: str) -> None:
+        """The server does not know the round: stop forwarding it, keep its messages."""
+        with self._lock:
+            self._orphan_held(round_id)
+
+    def _orphan_held(self, round_id: str) -> None:
+        """``orphan`` with ``_lock`` already held (``release``)."""
+        self.buffer.set_orphaned(round_id, True)
+        self._rules.pop(round_id, None)
+        log.warning("round %s: the server answered 404; its buffered messages are kept (not forwarded) until the "
+                    "round's age limit (%g h), counted as orphaned in /healthz", round_id,
+                    self.s.max_round_age_seconds / 3600)
 
     def rule(self, round_id: str) -> RoundRule:
         """Read once from the round's public config. A shuffle round's central
@@ -273,6 +321,11 @@ class Forwarder:
                 body = {"sealed": [base64.b64encode(s).decode() for s in part]}
                 r = self.http.post(f"{self.s.server_url}/rounds/{round_id}/shuffled", json=body,
                                    headers={"Authorization": f"Bearer {self.s.token}"})
+                if r.status_code == 404:
+                    # Unknown to the server: the formed batch is kept as it is (re-sent
+                    # unchanged if the round comes back), never dropped before its age limit.
+                    self._orphan_held(round_id)
+                    return 0
                 if r.status_code in PERMANENT:
                     # The round is gone, closed or decoding: no retry can deliver
                     # this batch. Dropped (and counted), never re-sent.
@@ -293,9 +346,27 @@ class Forwarder:
             return len(items)
 
 
+def _server_identity(server_url: str) -> str:
+    """The fingerprint the server shows now (``GET /server-key``), for ``pin_first_use``."""
+    try:
+        r = httpx.get(f"{server_url}/server-key", timeout=30)
+        r.raise_for_status()
+        fingerprint = r.json()["fingerprint"]
+    except (httpx.HTTPError, KeyError, ValueError, TypeError) as exc:
+        raise ConfigError(f"--pin-first-use: cannot read the server's identity at {server_url}/server-key: {exc}") from exc
+    if not (isinstance(fingerprint, str) and re.fullmatch(r"sha256:[0-9a-f]{64}", fingerprint)):
+        raise ConfigError(f"--pin-first-use: the server's identity is not a sha256 fingerprint: {str(fingerprint)[:80]!r}")
+    return fingerprint
+
+
 def create_app(settings: ShufflerSettings) -> FastAPI:
     config_kinds()  # every kind's config module loaded now, not on a device's first message (1.2 s here)
     buffer = Buffer(settings.db_path)
+    pin_mode = "pinned" if settings.server_key else "first use" if settings.pin_first_use else "none (insecure, loopback)"
+    if not settings.server_key and settings.pin_first_use:
+        settings = replace(settings, server_key=buffer.pin(_server_identity(settings.server_url)))
+        log.warning("server identity pinned at first use: %s (kept in %s; a later identity is refused)",
+                    settings.server_key, settings.db_path)
     forwarder = Forwarder(settings, buffer)
     adder: GroupCommit[tuple[str, str, list[bytes], int], bool] = GroupCommit(buffer.add_many, name="buffer-commit")
 
@@ -332,8 +403,13 @@ def create_app(settings: ShufflerSettings) -> FastAPI:
 
     @app.get("/healthz")
     def healthz() -> dict[str, object]:
+        orphaned = buffer.orphaned()
         return {"status": "ok", "min_batch": settings.min_batch, "forwarded": forwarder.forwarded,
-                "refused": dict(forwarder.refused), "dropped": dict(forwarder.dropped)}
+                "refused": dict(forwarder.refused), "dropped": dict(forwarder.dropped),
+                "orphaned": {"rounds": len(orphaned), "messages": sum(orphaned.values()),
+                             "note": "rounds the server answered 404 for: their messages are kept, not forwarded, "
+                                     "until the round's age limit"},
+                "expired": forwarder.expired, "server_key": pin_mode}
 
     @app.post("/rounds/{round_id}/messages", status_code=202)
     async def post_message(round_id: RoundId, body: SealedIn,

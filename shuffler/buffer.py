@@ -46,6 +46,10 @@ _SCHEMA = [
     # When the shuffler first took a message for a round (a round-level time,
     # nothing per message): abandoned rounds expire (``Forwarder.expire``).
     "CREATE TABLE IF NOT EXISTS round_times (round_id TEXT PRIMARY KEY, first REAL NOT NULL) WITHOUT ROWID",
+    # Rounds the server answered 404 for (``Forwarder.expire``): not forwarded,
+    # but their messages are kept (devices got 202 and were charged) until the
+    # round's age limit, in case the round comes back (issue 45).
+    "CREATE TABLE IF NOT EXISTS orphaned (round_id TEXT PRIMARY KEY, since REAL NOT NULL) WITHOUT ROWID",
 ]
 
 
@@ -187,6 +191,31 @@ class Buffer:
         now = time.time()
         return {rid: float(times.get(rid, now)) for rid in keys}
 
+    def pin(self, value: str) -> str:
+        """The server identity pinned at first use: ``value`` if none is stored
+        yet (then stored, durably), else the one stored before; a server that
+        later shows another identity does not replace it (``--pin-first-use``)."""
+        with self._lock:
+            self._conn.execute("INSERT OR IGNORE INTO shuffler_keys VALUES ('server_pin', ?)", (value.encode(),))
+            return bytes(self._conn.execute("SELECT key FROM shuffler_keys WHERE name = 'server_pin'").fetchone()[0]).decode()
+
+    def set_orphaned(self, round_id: str, orphaned: bool) -> None:
+        """Mark (or unmark) a round the server does not know: ``rounds_ready``
+        skips it, its messages stay until ``forget_round``."""
+        with self._lock:
+            if orphaned:
+                self._conn.execute("INSERT OR IGNORE INTO orphaned VALUES (?, ?)", (round_id, time.time()))
+            else:
+                self._conn.execute("DELETE FROM orphaned WHERE round_id = ?", (round_id,))
+
+    def orphaned(self) -> dict[str, int]:
+        """Orphaned rounds with the messages kept for each (pending and formed)."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT o.round_id, (SELECT COUNT(*) FROM pending p INDEXED BY pending_digest WHERE p.round_id = o.round_id)"
+                " + (SELECT COUNT(*) FROM formed f WHERE f.round_id = o.round_id) FROM orphaned o").fetchall()
+        return {r[0]: int(r[1]) for r in rows}
+
     def count(self, round_id: str) -> int:
         """Messages waiting for a batch (not counting a formed batch being forwarded)."""
         with self._lock:
@@ -194,13 +223,15 @@ class Buffer:
                                           (round_id,)).fetchone()[0])
 
     def rounds_ready(self, min_batch: int) -> list[str]:
-        """Rounds with a formed batch to (re-)send or at least ``min_batch`` pending."""
+        """Rounds with a formed batch to (re-)send or at least ``min_batch`` pending,
+        except orphaned ones."""
         with self._lock:
             rows = self._conn.execute(
                 # counted on the digest index (small rows), not the table of sealed blobs: this runs
                 # on every forwarder pass, holding the lock that device submissions wait for
                 "SELECT round_id FROM pending INDEXED BY pending_digest GROUP BY round_id HAVING COUNT(*) >= ? "
-                "UNION SELECT DISTINCT round_id FROM formed", (min_batch,)
+                "UNION SELECT DISTINCT round_id FROM formed "
+                "EXCEPT SELECT round_id FROM orphaned", (min_batch,)
             ).fetchall()
         return [r[0] for r in rows]
 
@@ -255,6 +286,6 @@ class Buffer:
         """Everything about a round: its key (so its member hashes mean nothing), members, messages."""
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
-            for table in ("round_keys", "members", "pending", "formed", "digests", "round_times"):
+            for table in ("round_keys", "members", "pending", "formed", "digests", "round_times", "orphaned"):
                 self._conn.execute(f"DELETE FROM {table} WHERE round_id = ?", (round_id,))
             self._conn.execute("COMMIT")

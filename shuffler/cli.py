@@ -38,7 +38,15 @@ def build_parser(verb: str = "shuffler") -> argparse.ArgumentParser:
                     help="allow a plain http:// --server-url that is not on this machine (a private network of "
                          "your own, e.g. compose's); otherwise use https:// (docs/how-to/tls.md)")
     sh.add_argument("--max-round-age-hours", type=float, default=168.0,
-                    help="buffered messages of a round are dropped this long after its first one")
+                    help="buffered messages of a round are dropped this long after its first one (also those of a "
+                         "round the server answered 404 for, kept until then)")
+    sh.add_argument("--pin-first-use", action="store_true",
+                    help="without --server-key: read the server's identity at first start and keep it in --db "
+                         "(a later identity is refused; covers a server that changes identity, not one hostile "
+                         "from the start)")
+    sh.add_argument("--insecure-no-pin", action="store_true",
+                    help="run without a pinned server key, configs unverified; only for a server on this machine "
+                         "(tests). Distinct from --insecure, which is about plain http")
     return sh
 
 
@@ -77,15 +85,20 @@ def run(args: argparse.Namespace) -> int:
                                     enrol_token=enrol, round_check_seconds=args.round_check_seconds,
                                     max_round_age_seconds=args.max_round_age_hours * 3600,
                                     header_seconds=env.header_seconds, body_seconds=env.body_seconds,
-                                    insecure=args.insecure)
+                                    insecure=args.insecure, pin_first_use=args.pin_first_use,
+                                    insecure_no_pin=args.insecure_no_pin)
     except ValueError as exc:
         print(f"shoal shuffler: {exc}", file=sys.stderr)
         return 2
-    if settings.server_key is None:
-        print("shoal shuffler: WARNING no server key pinned (--server-key / SHOAL_SERVER_KEY): configs are not "
-              "verified, so a hostile server could equivocate on min_batch", file=sys.stderr, flush=True)
+    if settings.insecure_no_pin:
+        print("shoal shuffler: WARNING --insecure-no-pin: configs are not verified, so a hostile server could "
+              "equivocate on min_batch", file=sys.stderr, flush=True)
     with access_summary(DEVICE_ROUTES, every=args.access_summary_seconds) as summary:
-        app = create_app(settings)
+        try:
+            app = create_app(settings)
+        except ValueError as exc:  # ConfigError: --pin-first-use could not read the server's identity
+            print(f"shoal shuffler: {exc}", file=sys.stderr)
+            return 2
         summary.flush_at_shutdown(app)
         serve(app, host=args.host, port=args.port, log_level=args.log_level, header_seconds=settings.header_seconds)
     return 0

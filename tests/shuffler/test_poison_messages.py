@@ -86,13 +86,17 @@ def test_a_message_with_no_report_is_refused_not_counted(server):
     assert _reports(server, rid) == 0
 
 
-def test_a_round_deleted_at_the_server_is_forgotten_by_the_shuffler(server, tmp_path):
+def test_a_round_deleted_at_the_server_is_kept_orphaned_until_its_age_limit(server, tmp_path):
+    """Issue 45: the server's 404 no longer makes the shuffler forget messages its
+    devices were charged for; they are kept, counted in /healthz, and dropped
+    (everything about the round) only at --max-round-age-hours (here 9 s)."""
     port = free_port()
     db = str(tmp_path / "sh.db")
     pin = httpx.get(server.url + "/server-key").json()["fingerprint"]
     proc = subprocess.Popen(
         [sys.executable, "-m", "shoal.common.cli", "shuffler", "--server-url", server.url, "--port", str(port),
-         "--min-batch", "20", "--db", db, "--server-key", pin, "--round-check-seconds", "0.3"],
+         "--min-batch", "20", "--db", db, "--server-key", pin, "--round-check-seconds", "0.3",
+         "--max-round-age-hours", "0.0025"],
         env=dict(server.env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -102,13 +106,40 @@ def test_a_round_deleted_at_the_server_is_forgotten_by_the_shuffler(server, tmp_
         for i in range(5):
             assert httpx.post(url + f"/rounds/{rid}/messages", json=sealed.body(i),
                               headers={"X-Device-Token": toks[i]}).status_code == 202
-        time.sleep(1.0)
-        assert _buffered(db) == 5  # below min_batch, the round still exists: kept
         assert httpx.delete(server.url + f"/rounds/{rid}", headers=server.op_headers()).status_code == 204
-        assert _wait_until(lambda: _buffered(db) == 0, 10)
+        assert _wait_until(lambda: httpx.get(url + "/healthz").json()["orphaned"]["rounds"] == 1, 5)
+        health = httpx.get(url + "/healthz").json()
+        assert health["orphaned"]["messages"] == 5 and _buffered(db) == 5  # kept, not forgotten
+        assert _wait_until(lambda: _buffered(db) == 0, 20)  # the age limit
+        health = httpx.get(url + "/healthz").json()
+        assert health["orphaned"]["rounds"] == 0 and health["expired"] == 5
         con = sqlite3.connect(db)
         assert all(con.execute(f"SELECT COUNT(*) FROM {t} WHERE round_id = ?", (rid,)).fetchone()[0] == 0
-                   for t in ("round_keys", "members", "digests", "round_times"))
+                   for t in ("round_keys", "members", "digests", "round_times", "orphaned"))
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_shuffler_told_pin_first_use_pins_the_identity_the_server_shows_and_keeps_it(server, tmp_path):
+    port = free_port()
+    db = str(tmp_path / "sh.db")
+    env = {k: v for k, v in server.env.items() if k != "SHOAL_SERVER_KEY"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "shoal.common.cli", "shuffler", "--server-url", server.url, "--port", str(port),
+         "--min-batch", "20", "--db", db, "--pin-first-use"], env=env, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, proc)
+        assert httpx.get(url + "/healthz").json()["server_key"] == "first use"
+        pin = httpx.get(server.url + "/server-key").json()["fingerprint"]
+        con = sqlite3.connect(db)
+        assert bytes(con.execute("SELECT key FROM shuffler_keys WHERE name = 'server_pin'").fetchone()[0]).decode() == pin
+        rid, sealed = _sealed_messages(server, 1)  # a config signed by that identity verifies
+        tok = enrolled(url, server, 1)[0]
+        assert httpx.post(url + f"/rounds/{rid}/messages", json=sealed.body(0),
+                          headers={"X-Device-Token": tok}).status_code == 202
     finally:
         proc.kill()
         proc.wait()
