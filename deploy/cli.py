@@ -157,6 +157,14 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
     b.add_argument("--wire", action="store_true",
                    help="the bytes a device sends per round kind (JSON, binary, to the shuffler) beside its "
                         "randomiser's output, and secure-sum shares per device over n")
+    b.add_argument("--soak", action="store_true",
+                   help="a steady open-loop load on one server (--single-rate single reports/s plus --batch-rate "
+                        "JSON batches/s of --batch-size) for --soak-seconds: p50/p99 latency and RSS per window")
+    b.add_argument("--soak-seconds", type=float, default=600.0)
+    b.add_argument("--soak-window", type=float, default=30.0)
+    b.add_argument("--single-rate", type=float, default=200.0)
+    b.add_argument("--batch-rate", type=float, default=2.0)
+    b.add_argument("--batch-size", type=int, default=1000)
     b.add_argument("--services", action="store_true",
                    help="ingestion throughput/latency of the real server and `shoal sim` timings")
     b.add_argument("--model", choices=("local", "shuffle", "central"), default="local",
@@ -270,7 +278,7 @@ def _bench(args: argparse.Namespace) -> int:
         print(f"shoal bench: results go to {args.out} (--out to choose)", file=sys.stderr)
     for flag, module in (("services", "services"), ("decode_memory", "decode_memory"), ("capacity", "capacity"),
                          ("scale", "scale"), ("wire", "wire"),
-                         ("greedy", "greedy"), ("continual", "continual")):
+                         ("greedy", "greedy"), ("continual", "continual"), ("soak", "soak")):
         if getattr(args, flag, False):  # each of these benchmarks is its own module's ``run``
             return int(importlib.import_module(f"shoal.deploy.bench.{module}").run(args))
     if args.encoder == "sketch":

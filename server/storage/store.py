@@ -126,7 +126,14 @@ class Store(abc.ABC):
         self._lock = threading.Lock()
         self._seqs: dict[str, int] = {}
         self._read_only = False
-        self._in_inbox = 0  # rows this process put in the inbox since its last merge (when to merge)
+        self._in_inbox = 0  # rows this process put in the inbox, less those merged since (when to merge)
+        self._inbox_count_lock = threading.Lock()
+
+    @property
+    def inbox_max_rows(self) -> int:
+        """A backlog the background merger has not kept up with (a bulk burst)
+        is merged inside the commit that reaches this, so the inbox stays bounded."""
+        return 8 * self.inbox_rows
 
     def _tables(self) -> tuple[str, ...]:
         """Every table a round's rows may sit in."""
@@ -554,7 +561,9 @@ class Store(abc.ABC):
                     else:
                         new += len(run(self._sql(sql + " RETURNING 1"), tuple(params)))
                 counts.append(new)
-            if via_inbox and self._in_inbox + sum(max(c, 0) for c in counts) >= self.inbox_rows:
+            # The merger (``_wake_merger``) moves the inbox in small slices off the request
+            # path; only a backlog it has not kept up with is merged here, in this commit.
+            if via_inbox and self._in_inbox + sum(max(c, 0) for c in counts) >= self.inbox_max_rows:
                 self._merge(run)
                 merged.append(True)
             return counts
@@ -562,8 +571,22 @@ class Store(abc.ABC):
         merged: list[bool] = []
         counts = self._in_transaction(work)
         if self.inbox:  # once committed (a rolled-back transaction added nothing)
-            self._in_inbox = self._in_inbox + sum(max(c, 0) for c in counts) if via_inbox and not merged else 0
+            with self._inbox_count_lock:
+                self._in_inbox = self._in_inbox + sum(max(c, 0) for c in counts) if via_inbox and not merged else 0
+                full = self._in_inbox >= self.inbox_rows
+            if full:
+                self._wake_merger()
         return counts
+
+    def _wake_merger(self) -> None:
+        """The inbox holds ``inbox_rows``: merge it (here, at once; SQLite wakes
+        its background merger instead)."""
+        self._merge_pass()
+
+    def _moved(self, rows: int) -> None:
+        """``rows`` left the inbox (a merge slice committed)."""
+        with self._inbox_count_lock:
+            self._in_inbox = max(0, self._in_inbox - rows)
 
     def _merge(self, run: Run) -> None:
         """Move every inbox row into ``report_rows``, in key order (each page of
@@ -575,15 +598,45 @@ class Store(abc.ABC):
             "ORDER BY round_seq, message_id", ())
         run(f"DELETE FROM {self.inbox}", ())
 
+    def _merge_slice(self, run: Run, after: tuple[int, bytes] | None, rows: int) -> tuple[tuple[int, bytes] | None, int]:
+        """Move the next ``rows`` inbox rows after the key ``after`` (None: from
+        the first) into ``report_rows``, in key order, inside the caller's
+        transaction; returns (the last key moved, or None when none is left
+        after it, and how many rows moved). Slices of one pass cover
+        consecutive key ranges, so a pass writes each page of the rounds' rows
+        about once, as one whole merge does, while no slice holds the write
+        lock for long."""
+        lower, params = ("WHERE (round_seq, message_id) > (?, ?)", after) if after is not None else ("", ())
+        last = run(self._sql(f"SELECT round_seq, message_id FROM {self.inbox} {lower} "
+                             "ORDER BY round_seq, message_id LIMIT 1 OFFSET ?"), (*params, rows - 1))
+        where, bound = lower, params
+        key = (int(last[0][0]), bytes(last[0][1])) if last else None
+        if key is not None:
+            where = (lower + " AND" if lower else "WHERE") + " (round_seq, message_id) <= (?, ?)"
+            bound = (*params, *key)
+        run(self._sql(f"{self.insert_ignore} report_rows ({ROW_COLUMNS}) SELECT {ROW_COLUMNS} FROM {self.inbox} "
+                      f"{where} ORDER BY round_seq, message_id"), bound)
+        run(self._sql(f"DELETE FROM {self.inbox} {where}"), bound)
+        moved = int(run(self.inserted_sql, ())[0][0]) if self.inserted_sql else 0
+        return key, moved
+
     def settle(self) -> None:
         """Merge the inbox into ``report_rows`` now (nothing to do without one,
         or in a read-only store, whose writer settles before its readers read:
-        ``RoundService.cluster`` before a Dask decode)."""
+        ``RoundService.cluster`` before a Dask decode). Every row in the inbox
+        when it starts is merged when it returns (in slices: ingestion into
+        other rounds goes on between them)."""
         if not self.inbox or self._read_only:
             return
         if self._execute(f"SELECT 1 FROM {self.inbox} LIMIT 1"):
-            self._in_transaction(self._merge)
-        self._in_inbox = 0
+            self._merge_pass()
+
+    def _merge_pass(self) -> int:
+        """Merge the whole inbox (one transaction here; SQLite slices it)."""
+        self._in_transaction(self._merge)
+        with self._inbox_count_lock:
+            self._in_inbox = 0
+        return 0
 
     # -- continual rounds: steps (``server/rounds/steps.py``) --
     def close_step(self, round_id: str, horizon: int) -> int | None:

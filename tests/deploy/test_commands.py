@@ -378,3 +378,13 @@ def test_continual_smoke_prints_how_it_ran_and_never_loses_to_the_private_one_ce
     closes = [line for line in out.split("## Closing a step")[1].splitlines() if line.startswith("| 16 |")
               or line.startswith("| 64 |") or line.startswith("| 128 |")]
     assert len(closes) == 3 and all(float(c.split(" | ")[4]) > 0 for c in closes)
+
+
+def test_soak_smoke_keeps_its_rates_and_every_acknowledged_report_is_stored(tmp_path, capsys):
+    """``shoal bench --soak`` for 6 s at 50 singles/s + 1 batch/s of 200: per-window rows
+    with both streams at their rates, and the store holds every acknowledged report."""
+    assert main(["bench", "--soak", "--smoke", "--soak-seconds", "6", "--soak-window", "3", "--single-rate", "50",
+                 "--batch-rate", "1", "--batch-size", "200", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| 0-3 s | 150 |" in out and "| 3-6 s | 150 |" in out
+    assert "Acknowledged 1,500 reports, stored 1,500." in out

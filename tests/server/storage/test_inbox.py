@@ -37,7 +37,7 @@ def _tables(path) -> tuple[int, int]:
 
 
 def _store_with(tmp_path, cap: int):
-    store = SQLiteStore(str(tmp_path / "s.db"), inbox_rows=cap)
+    store = SQLiteStore(str(tmp_path / "s.db"), inbox_rows=cap, merge_in_background=False)
     cfg, _ = _batch(1)
     store.create_round("r1", config_to_dict(cfg))
     return store
@@ -106,7 +106,7 @@ def test_reads_see_every_row_in_message_id_order_wherever_it_waited(tmp_path):
 
 
 def test_a_step_close_reads_its_events_from_both_tables_in_message_id_order_and_writes_nothing(tmp_path):
-    store = SQLiteStore(str(tmp_path / "s.db"), inbox_rows=50)
+    store = SQLiteStore(str(tmp_path / "s.db"), inbox_rows=50, merge_in_background=False)
     store.create_round("c", {"kind": "continual"})
     rows = np.arange(60 * 4, dtype=np.uint64).reshape(60, 4)
     ids = [new_message_id() for _ in range(60)]
@@ -165,6 +165,57 @@ def test_a_read_only_store_never_writes_its_readers_see_what_the_writer_settled(
 def test_an_inbox_cap_below_one_is_refused(tmp_path, cap):
     with pytest.raises(StoreError, match=f"inbox_rows must be >= 1, got {cap}"):
         SQLiteStore(str(tmp_path / "s.db"), inbox_rows=cap)
+
+
+def test_the_background_merger_empties_a_full_inbox_after_the_commits_that_filled_it(tmp_path):
+    store = SQLiteStore(str(tmp_path / "s.db"), inbox_rows=100)
+    cfg, batch = _batch(60)
+    store.create_round("r1", config_to_dict(cfg))
+    store.add_reports("r1", [new_message_id() for _ in range(60)], batch)
+    store.add_reports("r1", [new_message_id() for _ in range(60)], batch)  # 120 >= 100: wakes the merger
+    deadline = time.monotonic() + 10
+    while _tables(tmp_path / "s.db") != (120, 0) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _tables(tmp_path / "s.db") == (120, 0)
+    assert store.count_reports("r1") == 120
+
+
+def test_a_merge_pass_moves_the_inbox_in_slices_in_key_order_and_commits_go_on_between_them(tmp_path, monkeypatch):
+    import threading
+
+    from shoal.server.storage import sqlite as sqlite_store
+
+    monkeypatch.setattr(sqlite_store, "MERGE_SLICE_ROWS", (25, 25))  # 25 rows a slice
+    store = SQLiteStore(str(tmp_path / "s.db"), inbox_rows=10**6, merge_in_background=False)
+    cfg, batch = _batch(50)
+    store.create_round("r1", config_to_dict(cfg))
+    for _ in range(40):
+        store.add_reports("r1", [new_message_id() for _ in range(50)], batch)
+    assert _tables(tmp_path / "s.db") == (0, 2000)
+    slices: list[int] = []
+    real = store._merge_slice
+
+    def counted(run, after, rows):
+        out = real(run, after, rows)
+        slices.append(out[1])
+        time.sleep(0.01)  # a slow slice: commits must get in between slices
+        return out
+
+    monkeypatch.setattr(store, "_merge_slice", counted)
+    done = threading.Event()
+    worker = threading.Thread(target=lambda: (store._merge_pass(), done.set()))
+    worker.start()
+    during = 0
+    while not done.is_set():
+        store.add_reports("r1", [new_message_id()], batch.select(slice(0, 1)))
+        during += not done.is_set()
+    worker.join()
+    assert during >= 5  # ingestion went on while the pass ran
+    assert sum(slices) >= 2000 and set(slices[:-1]) == {25}
+    store.settle()
+    ids = store.message_ids("r1")
+    assert ids == sorted(ids) and len(ids) == len(set(ids)) == store.count_reports("r1") >= 2000 + during
+    assert _tables(tmp_path / "s.db")[1] == 0
 
 
 _WRITER = textwrap.dedent("""
