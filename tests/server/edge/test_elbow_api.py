@@ -53,6 +53,11 @@ def test_an_elbow_round_releases_the_datas_cost_of_every_k_within_its_band(serve
     refined = httpx.post(server.url + f"/rounds/{ref['id']}/cluster", headers=server.op_headers(), timeout=120).json()
     assert refined["privacy"]["central_epsilon"] == first["privacy"]["central_epsilon"] + 1.0 + 0.5
     assert sorted(r["kind"] for r in refined["privacy"]["rounds"][1:]) == ["elbow", "refine"]
+    # Read now, the elbow round's statement composes the refine round opened after its decode (issue 45).
+    live = httpx.get(server.url + f"/rounds/{elbow_round['id']}/result").json()["privacy"]
+    assert live["central_epsilon"] == refined["privacy"]["central_epsilon"]
+    assert live["as_decoded"]["central_epsilon"] == pr["central_epsilon"]
+    assert sorted(r["kind"] for r in live["composed"]["rounds"][1:]) == ["elbow", "refine"]
 
 
 def test_an_elbow_round_needs_ordered_centers(server):
