@@ -64,7 +64,11 @@ def test_operator_runs_a_round_from_the_dashboard(server, page, tmp_path: Path):
                           "--no-cluster", "--users", str(USERS), "--dataset", "city", "--json"],
                          capture_output=True, text=True, timeout=300, env=server.env)
     assert sim.returncode == 0, sim.stderr
-    page.wait_for_function(f"document.querySelector('.status .reports').textContent === '{USERS}'")
+    # Playwright's expect polls from Python: wait_for_function evaluates a string, which the
+    # dashboard's CSP (script-src 'self', no 'unsafe-eval') refuses.
+    from playwright.sync_api import expect
+
+    expect(page.locator(".status .reports")).to_have_text(str(USERS), timeout=60_000)
 
     page.click("button[name=close]")
     page.wait_for_url("**?done=close")
