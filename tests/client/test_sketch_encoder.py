@@ -48,7 +48,7 @@ def test_shares_add_up_to_the_feature_sum_within_the_noise():
     total, devices = decode_total(add_shares(shares, cfg.secure_sum), shares.shape[0] * shares.shape[1], cfg.secure_sum)
     assert devices == 500
     expected = record_features(cfg.bound.to_ball(x), cfg.omega()).sum(axis=0)
-    sd = cfg.secure_sum.noise_std
+    sd = cfg.secure_sum.noise_std * np.sqrt(devices / cfg.secure_sum.min_devices)  # noise_std is at min_devices
     assert np.max(np.abs(total - expected)) < 6 * sd + 500 / cfg.secure_sum.scale
     z = exact_sketch(cfg.bound.to_ball(x), cfg.omega())
     assert np.max(np.abs(sketch_from_sum(total, devices) - z)) < 8 * sd / 500
