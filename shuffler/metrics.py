@@ -30,6 +30,13 @@ class ShufflerCollector(Collector):
         for status, n in sorted(f.dropped.items()):
             dropped.add_metric([status], n)
         yield dropped
+        yield CounterMetricFamily("shoal_shuffler_expired_messages", "Buffered messages dropped at their round's age "
+                                  "limit (--max-round-age-hours).", value=f.expired)
+        orphaned = GaugeMetricFamily("shoal_shuffler_orphaned_messages", "Messages kept for rounds the server answered "
+                                     "404 for: not forwarded, dropped at the round's age limit.", labels=["round"])
+        for rid, n in sorted(self.buffer.orphaned().items()):
+            orphaned.add_metric([rid], n)
+        yield orphaned
         pending = GaugeMetricFamily("shoal_shuffler_pending_messages", "Messages buffered per round, waiting for a "
                                     "batch of at least the round's threshold.", labels=["round"])
         for rid in sorted(self.buffer.rounds()):

@@ -50,6 +50,20 @@ def test_a_round_the_server_answers_404_for_is_kept_and_counted_not_forgotten(fo
     assert "r1" not in fwd._rules  # new device messages re-read the config (and get the server's 404)
 
 
+def test_orphaned_and_expired_messages_are_in_the_metrics(forwarder):
+    from prometheus_client import generate_latest
+
+    from shoal.shuffler.metrics import registry_for
+
+    fwd, buffer, _ = forwarder
+    fwd.expire()
+    text = generate_latest(registry_for(fwd, buffer)).decode()
+    assert 'shoal_shuffler_orphaned_messages{round="r1"} 5.0' in text
+    fwd.expire(now=buffer.rounds()["r1"] + 3601.0)
+    text = generate_latest(registry_for(fwd, buffer)).decode()
+    assert "shoal_shuffler_expired_messages_total 5.0" in text and "orphaned_messages{" not in text
+
+
 def test_an_orphaned_round_is_dropped_at_its_age_limit_and_counted_as_expired(forwarder):
     fwd, buffer, _ = forwarder
     fwd.expire()
