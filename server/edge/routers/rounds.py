@@ -25,6 +25,7 @@ from shoal.server.edge.api_models import (
 )
 from shoal.server.edge.deps import Operator, ServerSettings, Service
 from shoal.server.edge.round_privacy import round_privacy
+from shoal.server.rounds.statements import with_live_statement
 from shoal.server.storage.store import RoundRow
 
 router = APIRouter(prefix="/rounds", tags=["rounds"])
@@ -112,7 +113,8 @@ def cluster(round_id: str, service: Service, _: Operator, body: ClusterIn | None
     post-processing; 409 for central rounds)."""
     # A sync endpoint: FastAPI runs it in its thread pool, off the event loop.
     body = body or ClusterIn()
-    return ResultOut(**service.cluster(round_id, dask=body.dask, again=body.again, fallback=body.fallback))
+    released = service.cluster(round_id, dask=body.dask, again=body.again, fallback=body.fallback)
+    return ResultOut(**with_live_statement(released, round_id, service))  # as GET /result shows it
 
 
 @router.get("/{round_id}/results", response_model=list[ResultVersionOut])
@@ -125,8 +127,6 @@ def results(round_id: str, service: Service, _: Operator) -> list[ResultVersionO
 @router.get("/{round_id}/result", response_model=ResultOut)
 def result(round_id: str, service: Service) -> ResultOut:
     # The privacy statement composed over every round opened on the round's parent now (issue 45).
-    from shoal.server.rounds.statements import with_live_statement
-
     return ResultOut(**with_live_statement(service.result(round_id), round_id, service))
 
 
