@@ -11,7 +11,7 @@ from shoal.common.accounting import central_guarantee
 from shoal.common.bounds import PublicBound
 from shoal.common.errors import ConfigError
 from shoal.common.events import ScrambledSketchEvent, SecureSumEvent, local_epsilon
-from shoal.common.kinds import kind_name, parse_config
+from shoal.common.kinds import dump_config, kind_name, parse_config
 from shoal.common.sketch import frequencies
 from shoal.common.sketch_round import (
     derive_sketch_round,
@@ -41,7 +41,7 @@ def test_sketch_round_survives_the_wire(make):
     cfg = make()
     data = sketch_round_to_dict(cfg)
     assert kind_name(data) == "sketch"
-    assert sketch_round_from_dict(data) == cfg == parse_config(data)
+    assert sketch_round_from_dict(data) == cfg == parse_config(dump_config("sketch", cfg))
 
 
 def test_local_round_is_eps_ldp_per_device():
