@@ -14,7 +14,7 @@ import pytest
 
 from shoal.client.kinds import DEVICE_KINDS
 from shoal.common.errors import ConfigError
-from shoal.common.kinds import config_kinds, kind_name, parse_config
+from shoal.common.kinds import config_kinds, dump_config, kind_name, parse_config
 from shoal.server.edge.api_models import CreateRoundIn
 from shoal.server.rounds.kinds import SERVER_KINDS, for_encoder
 
@@ -166,9 +166,9 @@ def test_an_unknown_kind_is_refused_with_the_known_ones():
 
 
 def test_a_config_published_before_kinds_had_names_is_a_tree_config():
-    from shoal.common.tree_round import config_to_dict, derive_config
+    from shoal.common.tree_round import derive_config
 
-    data = config_to_dict(derive_config(1000, 2, 3, 4.0))
+    data = dump_config("tree", derive_config(1000, 2, 3, 4.0))
     assert data["kind"] == "tree"
     legacy = {k: v for k, v in data.items() if k != "kind"}
     assert parse_config(legacy) == parse_config(data)
