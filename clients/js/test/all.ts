@@ -1,0 +1,3 @@
+// Every test module, in order; imported by the Node and the browser entries.
+import "./public-stream.test.js";
+import "./hashing.test.js";
