@@ -114,7 +114,7 @@ def tree_case(name: str, config, points: np.ndarray, nonce: int) -> dict[str, ob
         column = int(key_l[0] >> np.uint64(64 - cols_log2))
         sign = float(hadamard_sign(np.array([row]), np.array([column]))[0])
         d = {"point": floats(points[i]), "ball": floats(x[i]),
-             "path": [np.asarray(paths[j][i]).tolist() for j in range(config.levels + 1)],
+             "path": [[str(v) for v in np.atleast_1d(paths[j][i])] for j in range(config.levels + 1)],
              "keys": [keys[j][i] for j in range(config.levels + 1)],
              "level": level, "seed_index": seed_index, "true_bucket": true_bucket,
              "row": row, "column": column, "sign": sign}
@@ -127,7 +127,7 @@ def tree_case(name: str, config, points: np.ndarray, nonce: int) -> dict[str, ob
     mask = cap_mask((cand @ u)[None, :], params.cap)[0]
     return {
         "name": name,
-        "config": kind.dump(config),
+        "config_text": json.dumps(kind.dump(config)),
         "projection_scale": projection_scale(config.proj_dim),
         "public": {
             "projection": floats(public.projection) if public.projection is not None else None,

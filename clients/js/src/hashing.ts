@@ -11,11 +11,11 @@ import { GAMMA, MASK64, mix64Big } from "./u64.js";
  * coordinates enter as their two's complement mod 2^64 (numpy's int64 ->
  * uint64 cast).
  */
-export function nodeKey(levelKey: bigint, coords: readonly number[]): bigint {
+export function nodeKey(levelKey: bigint, coords: readonly (number | bigint)[]): bigint {
   let h = levelKey & MASK64;
   for (let j = 0; j < coords.length; j++) {
     const c = coords[j]!;
-    if (!Number.isSafeInteger(c)) throw new RangeError(`a node coordinate must be a safe integer, got ${c}`);
+    if (typeof c === "number" && !Number.isSafeInteger(c)) throw new RangeError(`a node coordinate must be a safe integer, got ${c}`);
     const col = (BigInt.asUintN(64, BigInt(c)) + BigInt(j) * GAMMA) & MASK64;
     h = mix64Big(h ^ col);
   }

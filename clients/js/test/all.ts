@@ -1,3 +1,5 @@
 // Every test module, in order; imported by the Node and the browser entries.
 import "./public-stream.test.js";
 import "./hashing.test.js";
+import "./json.test.js";
+import "./tree.test.js";

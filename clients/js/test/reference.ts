@@ -17,7 +17,7 @@ export interface StreamCase {
 export interface TreeDevice {
   point: number[];
   ball: number[];
-  path: (number | number[])[];
+  path: string[][];
   keys: string[];
   level: number;
   seed_index: number;
@@ -29,7 +29,7 @@ export interface TreeDevice {
 
 export interface TreeCase {
   name: string;
-  config: Record<string, unknown>;
+  config_text: string;
   projection_scale: number;
   public: {
     projection: number[] | null;
