@@ -98,6 +98,8 @@ export interface TreeTrace {
   keep: boolean | null;
   sign: number | null;
   inCap: boolean | null;
+  /** The signed point PrivUnit rounded to the sphere (its cap is computed around it). */
+  u: Float64Array | null;
 }
 
 export function encodeTree(round: TreeRound, point: ArrayLike<number>, rnd: DeviceRandom,
@@ -132,7 +134,7 @@ export function encodeTree(round: TreeRound, point: ArrayLike<number>, rnd: Devi
     const signed = Float64Array.from(x, (v) => v * sign);
     const s = select(signed, params, round.public.vecKey, rnd);
     vec = { level, row, nonce: hex16(s.nonce), index: s.index };
-    if (trace) Object.assign(trace, { sign, inCap: s.inCap });
+    if (trace) Object.assign(trace, { sign, inCap: s.inCap, u: s.u });
   }
   const id = Array.from(rnd.bytes(16), (b) => b.toString(16).padStart(2, "0")).join("");
   if (trace) Object.assign(trace, { ball: x, path: nodes, root });
