@@ -14,7 +14,6 @@ ciphertext with tag.
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
@@ -23,6 +22,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from shoal.common.device_random import token_bytes
 from shoal.common.errors import ShoalError
 
 VERSION = 1
@@ -49,10 +49,10 @@ def seal(plaintext: bytes, server_public: bytes, round_id: str) -> bytes:
         server_key = X25519PublicKey.from_public_bytes(server_public)
     except ValueError as exc:
         raise EnvelopeError(f"server public key must be 32 raw bytes: {exc}") from exc
-    eph = X25519PrivateKey.generate()
+    eph = X25519PrivateKey.from_private_bytes(token_bytes(32))  # device-private (``device_random``)
     eph_pub = public_key_bytes(eph.public_key())
     key = _derive_key(eph.exchange(server_key), eph_pub, server_public)
-    nonce = secrets.token_bytes(12)
+    nonce = token_bytes(12)
     ct = ChaCha20Poly1305(key).encrypt(nonce, plaintext, round_id.encode())
     return bytes([VERSION]) + eph_pub + nonce + ct
 
