@@ -29,13 +29,21 @@ Two bounds, both from that paper:
   count, so the positive part is one binomial tail (below), vectorised over c;
   the mass of C outside +-12 standard deviations is added to delta whole.
 
-The inverses (largest eps0 meeting a target) are bisections, exact to 1e-4.
+The inverses (largest eps0 meeting a target) are bisections, exact to 1e-4;
+``max_local_epsilon`` returns only an eps0 whose central eps, computed by
+``central_epsilon`` (the function the statement reports), is <= the target.
+
+Splitting a budget (``spend_left``, ``split_spend``): every derived share
+rounds toward less spend, so that the shares' exact sum, and hence every
+correctly rounded sum of them (``math.fsum``, ``a + b``), is <= the total.
 Pure math, no I/O.
 """
 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 
@@ -105,8 +113,43 @@ def numerical_delta(eps0: float, n: int, eps: float) -> float:
     return float(min(1.0, float(np.dot(w, np.maximum(per_c, 0.0))) + tail))
 
 
+def within(total: float, *parts: float) -> bool:
+    """Whether the exact (rational) sum of ``parts`` is <= ``total``. Then every
+    correctly rounded sum of them (``math.fsum``, a two-term ``+``) is <= total
+    too: rounding to nearest is monotone and ``total`` is a double."""
+    return sum(map(Fraction, parts), Fraction(0)) <= Fraction(total)
+
+
+def spend_left(total: float, *spent: float) -> float:
+    """What a budget ``total`` has left after ``spent``, rounded toward less spend:
+    the double x = total - sum(spent) nudged down (``math.nextafter``) until
+    ``within(total, x, *spent)``. ``total - a`` in floating point may round up
+    (issue 41: eps - refine, then tree + refine, composed above eps); never 0 or
+    below unless nothing is left (then 0.0)."""
+    x = math.fsum((total, *(-s for s in spent)))
+    while x > 0 and not within(total, x, *spent):
+        x = math.nextafter(x, 0.0)
+    return max(x, 0.0)
+
+
+def split_spend(total: float, share: float) -> tuple[float, float]:
+    """(rest, part): ``part`` = share * total and ``rest`` what is left of total
+    (``spend_left``), so rest + part <= total exactly. A share of 0 leaves
+    ``total`` whole."""
+    if not 0 <= share <= 1:
+        raise PrivacyError(f"a budget share must be in [0, 1], got {share}")
+    part = total * share
+    return spend_left(total, part), part
+
+
+@lru_cache(maxsize=4096)
 def numerical_epsilon(eps0: float, n: int, delta: float, tol: float = 1e-6) -> float:
-    """Smallest eps with ``numerical_delta(eps0, n, eps) <= delta`` (bisection)."""
+    """Smallest eps with ``numerical_delta(eps0, n, eps) <= delta`` (bisection).
+
+    The answer is the bisection's upper end, on which ``numerical_delta`` was
+    evaluated and met delta: the statement is checked, not interpolated (it may
+    lie up to ``tol`` above the true crossing). Cached: pure, and the
+    derivations and statements ask for the same (eps0, n, delta) repeatedly."""
     _check(eps0, n)
     _check_delta(delta)
     if numerical_delta(eps0, n, 0.0) <= delta:
@@ -122,7 +165,8 @@ def numerical_epsilon(eps0: float, n: int, delta: float, tol: float = 1e-6) -> f
 
 
 def central_epsilon(eps0: float, n: int, delta: float, bound: str = "fmt21-numerical") -> float:
-    """Central eps of n shuffled eps0-DP messages under the named bound."""
+    """Central eps of n shuffled eps0-DP messages under the named bound (the
+    number a shuffle round's statement reports)."""
     if bound == "fmt21-numerical":
         return numerical_epsilon(eps0, n, delta)
     if bound == "fmt21-closed-form":
@@ -130,11 +174,19 @@ def central_epsilon(eps0: float, n: int, delta: float, bound: str = "fmt21-numer
     raise PrivacyError(f"unknown amplification bound {bound!r}; known: {BOUNDS}")
 
 
+@lru_cache(maxsize=4096)
 def max_local_epsilon(eps: float, delta: float, n: int, bound: str = "fmt21-numerical", tol: float = 1e-5) -> float:
-    """The largest eps0 whose n shuffled messages are (eps, delta)-DP under ``bound``.
+    """The largest eps0 whose n shuffled messages are (eps, delta)-DP under ``bound``,
+    with ``central_epsilon(eps0, n, delta, bound) <= eps`` exactly.
 
     Never below ``eps`` itself (a device at eps0 = eps meets the target
     without any amplification). Bisection on eps0; both bounds grow with eps0.
+    The bisection tests numerical_delta at eps, but the statement reports
+    ``central_epsilon`` (its own bisection, which answers up to 1e-6 above the
+    crossing: issue 41's 0.5000000707 for a 0.5 target). So the result is
+    checked with that very function and, while it reports more than eps,
+    stepped back toward eps (doubling steps; eps itself always passes, since
+    either bound reports at most eps0). Cached: pure and called per derive.
     """
     if not (math.isfinite(eps) and eps > 0):
         raise PrivacyError(f"central epsilon must be finite and > 0, got {eps}")
@@ -156,13 +208,25 @@ def max_local_epsilon(eps: float, delta: float, n: int, bound: str = "fmt21-nume
         raise PrivacyError(f"unknown amplification bound {bound!r}; known: {BOUNDS}")
     lo = eps
     if ok(hi):
-        return hi
+        lo = hi
     while hi - lo > tol:
         mid = (lo + hi) / 2
         if ok(mid):
             lo = mid
         else:
             hi = mid
+
+    def reported_within(e0: float) -> bool:  # the statement's own number, compared without tolerance
+        try:
+            return central_epsilon(e0, n, delta, bound) <= eps
+        except PrivacyError:
+            return False
+
+    step = tol
+    while not reported_within(lo):
+        if lo <= eps:
+            raise PrivacyError(f"no local epsilon gives central eps <= {eps} for n={n}, delta={delta} under {bound}")
+        lo, step = max(eps, lo - step), 2 * step
     return lo
 
 

@@ -57,6 +57,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from shoal.common.accounting import spend_left, within
 from shoal.common.bounds import PublicBound, published, unpublished
 from shoal.common.errors import ConfigError, PrivacyError
 from shoal.common.exact_sampling import laplace_scale_fraction
@@ -157,15 +158,32 @@ class CentralSpec:
             raise ConfigError(f"k-median runs where the proxy is the answer (maxcover-003 or greedy-001 with d <= d', "
                               f"here d={self.dim}, d'={self.proj_dim}): a lift averages, which is k-means")
 
+    def lift_step(self) -> tuple[float, float]:
+        """One lift step's (eps, delta): the lift's budget over its steps, each
+        rounded toward less spend so that the steps' exact sum is <= the lift's
+        (lift_epsilon / 3, three times, may sum above lift_epsilon). The
+        pipeline calibrates every step with these numbers."""
+        if not self.lift_steps:
+            return 0.0, 0.0
+        return _per_step(self.lift_epsilon, self.lift_steps), _per_step(self.lift_delta, self.lift_steps)
+
     def event(self, steps: int | None = None) -> CuratorEvent:
         """The record of a run that took ``steps`` lift steps (default, and the only value: the spec's)."""
         steps = self.lift_steps if steps is None else steps
         if steps != self.lift_steps:
             raise PrivacyError(f"a run of this spec takes {self.lift_steps} lift steps, not {steps}")
+        step_eps, step_delta = self.lift_step()
         return CuratorEvent(self.algorithm, self.cover.rule, self.cover.epsilon, self.cover.delta,
-                            self.count_epsilon, (self.lift_epsilon / steps,) * steps if steps else (),
-                            (self.lift_delta / steps,) * steps if steps else (), self.census_epsilon,
+                            self.count_epsilon, (step_eps,) * steps, (step_delta,) * steps, self.census_epsilon,
                             self.cover.histogram)
+
+
+def _per_step(total: float, steps: int) -> float:
+    """total / steps rounded toward less spend: steps copies sum to <= total exactly."""
+    x = total / steps
+    while x > 0 and not within(total, *(x,) * steps):
+        x = math.nextafter(x, 0.0)
+    return x
 
 
 @dataclass(frozen=True)
@@ -289,7 +307,9 @@ def greedy_step(epsilon: float, delta: float) -> float:
         raise ConfigError(f"max coverage: epsilon must be finite and > 0, got {epsilon}")
     if not 0 < delta < 1:
         raise ConfigError(f"max coverage: delta must be in (0, 1), got {delta}")
-    return epsilon / (2 * math.log(math.e / delta))
+    # Rounded toward less spend: the quotient, the log (1 ulp) and e / delta, and math.e (below e by
+    # 2^-54 relative) err by under 2^-50 relative together; 2^-49 down keeps 2 beta ln(e / delta) <= epsilon.
+    return epsilon / (2 * math.log(math.e / delta)) * (1 - 2.0**-49)
 
 
 def choose_algorithm(n: int, dim: int) -> str:
@@ -323,7 +343,8 @@ def derive_central(algorithm: str, n: int, dim: int, k: int, epsilon: float, del
         raise ConfigError(f"central delta must be in (0, 1), got {delta}")
     if not 0 <= census_epsilon < epsilon:
         raise ConfigError(f"census epsilon must be in [0, epsilon), got {census_epsilon} of {epsilon}")
-    census, epsilon = census_epsilon, epsilon - census_epsilon
+    # What the census leaves, rounded toward less spend (``spend_left``): census + the rest <= epsilon exactly.
+    requested, census, epsilon = epsilon, census_epsilon, spend_left(epsilon, census_epsilon)
     if n < 1 or k < 1 or dim < 1:
         raise ConfigError(f"central k-means needs n, k, dim >= 1; got n={n}, k={k}, dim={dim}")
     proj = projection_dim(n, dim) if proj_dim is None else int(proj_dim)
@@ -353,10 +374,15 @@ def derive_central(algorithm: str, n: int, dim: int, k: int, epsilon: float, del
     else:
         beta, rule = greedy_step(eps_g, delta_g), "seed003-lemma6"
         cover = CoverSpec(beta, 2 * k, grid_sides(n, proj), SHIFTS, eps_g, delta_g, rule)
-    # The count's eps as the discrete Laplace's exact rational scale gives it.
-    t, s = laplace_scale_fraction(1, c * epsilon)
-    return CentralSpec(algorithm, k, dim, proj, epsilon + census, delta, cover, s / t, steps,
-                       lift * epsilon if steps else 0.0, delta - delta_g if steps else 0.0, seed,
+    # The count's eps as the discrete Laplace's exact rational scale gives it (at most its share, and at
+    # most what the cover leaves); the lift's at most what cover and counts leave, and its delta what the
+    # cover leaves: every part rounded toward less spend (``spend_left``), so that census + cover + counts
+    # + lift <= the requested (epsilon, delta) exactly (g + c + lift = 1 in doubles may sum above 1).
+    t, s = laplace_scale_fraction(1, min(c * epsilon, spend_left(epsilon, eps_g)))
+    count = s / t
+    lift_eps = min(lift * epsilon, spend_left(epsilon, eps_g, count)) if steps else 0.0
+    return CentralSpec(algorithm, k, dim, proj, requested, delta, cover, count, steps,
+                       lift_eps, spend_left(delta, delta_g) if steps else 0.0, seed,
                        census, objective)
 
 

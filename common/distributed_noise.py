@@ -35,6 +35,7 @@ lives with it (``deploy/simulate.py``).
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 from numpy.typing import NDArray
@@ -85,6 +86,7 @@ def zcdp_delta_tight(rho: float, epsilon: float) -> float:
     return float(min(zcdp_delta(rho, epsilon), math.exp(min(0.0, float(log_d.min())))))
 
 
+@lru_cache(maxsize=4096)  # pure; every derive of a gaussian law asks it again (issue 41's property test)
 def rho_for_tight(epsilon: float, delta: float) -> float:
     """The largest rho (to 1e-9 relative) with ``zcdp_delta_tight(rho, eps) <= delta``;
     at least ``rho_for``'s (about 1.4x it at eps ~ 1, delta = 1e-6)."""

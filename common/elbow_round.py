@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from shoal.common.accounting import split_spend
 from shoal.common.bounds import PublicBound, clip_to_ball
 from shoal.common.cost_drops import DIAMETER, Z_OF, point_drops
 from shoal.common.errors import ConfigError
@@ -59,6 +60,16 @@ MARGIN = 1 + 1e-9  # on the L1 bound, for float rounding of drops that telescope
 # shares 0.1 and 0.2 (the drop into k' = 8 is ~1e3 noise deviations), so the tree keeps 90%.
 ELBOW_SHARE = 0.1
 ELBOW_DELTA_SHARE = 0.01
+
+
+def elbow_budget(epsilon: float, delta: float) -> tuple[tuple[float, float], tuple[float, float]]:
+    """((tree eps, tree delta), (elbow eps, elbow delta)) of a total (epsilon,
+    delta): ``ELBOW_SHARE`` and ``ELBOW_DELTA_SHARE`` to the elbow round, the
+    rest to the tree round, rounded toward less spend (``accounting.split_spend``:
+    the two rounds' composed (eps, delta) is <= the total exactly, where
+    epsilon (1 - share) + epsilon share may round above epsilon)."""
+    (tree_eps, elbow_eps), (tree_delta, elbow_delta) = split_spend(epsilon, ELBOW_SHARE), split_spend(delta, ELBOW_DELTA_SHARE)
+    return (tree_eps, tree_delta), (elbow_eps, elbow_delta)
 
 
 @dataclass(frozen=True)

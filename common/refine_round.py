@@ -44,6 +44,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shoal.common import public_stream
+from shoal.common.accounting import split_spend
 from shoal.common.bounds import PublicBound, clip_to_ball, published, unpublished
 from shoal.common.errors import ConfigError
 from shoal.common.kinds import SharesRound, shares_kind
@@ -230,10 +231,13 @@ def refine_share(n: int, dim: int, k: int, epsilon: float, delta: float, min_bat
     positions) is flat (0.0020 at 0.2 and 0.5).
     """
     batch = int(min_batch or n)
-    if first_round(n, dim, k, epsilon * (1 - min(REFINE_SHARES)), delta * (1 - REFINE_DELTA_SHARE), batch) == "partition":
+    # The tree round's (eps, delta) as the split gives them (``accounting.split_spend``, rounded toward
+    # less spend, as ``deploy/simulate.round_budget`` splits): the probe is the round that will run.
+    tree_delta = split_spend(delta, REFINE_DELTA_SHARE)[0]
+    if first_round(n, dim, k, split_spend(epsilon, min(REFINE_SHARES))[0], tree_delta, batch) == "partition":
         return PARTITION_REFINE_SHARE
     for share in sorted(REFINE_SHARES, reverse=True):
-        cfg = derive_config(n, dim, k, epsilon * (1 - share), model="shuffle", delta=delta * (1 - REFINE_DELTA_SHARE),
+        cfg = derive_config(n, dim, k, split_spend(epsilon, share)[0], model="shuffle", delta=tree_delta,
                             min_batch=batch, seed=0)
         if cfg.predicted_center_error <= TREE_LOCATED:
             return share

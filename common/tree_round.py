@@ -17,7 +17,14 @@ import secrets
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from shoal.common.accounting import BOUNDS, closed_form_epsilon, max_local_epsilon, numerical_delta
+from shoal.common.accounting import (
+    BOUNDS,
+    central_guarantee,
+    closed_form_epsilon,
+    max_local_epsilon,
+    numerical_delta,
+    spend_left,
+)
 from shoal.common.bounds import PublicBound, published, unpublished
 from shoal.common.encoder_rule import Encoder, EncoderChoice, choose_encoder
 from shoal.common.errors import ConfigError, PrivacyError
@@ -446,7 +453,9 @@ def derive_config(
     if dim < 2:
         vec_share = 0.0
     eps_vec = epsilon * vec_share
-    eps_hist = epsilon - eps_vec
+    # Rounded toward less spend: eps_hist + eps_vec <= epsilon exactly (``spend_left``), so the
+    # device's composed eps is epsilon itself, the eps0 whose statement ``max_local_epsilon`` checked.
+    eps_hist = spend_left(epsilon, eps_vec)
     root_share = 0.0
     predicted = 0.0
     if eps_vec > 0:
@@ -496,7 +505,13 @@ def derive_config(
     if params["root_share"] > 0 and not ("root_candidates" in overrides and "root_cap" in overrides):
         rp = PrivUnitParams.calibrate(dim, params["epsilon"], overrides.get("root_candidates"))
         params["root_candidates"], params["root_cap"] = rp.candidates, rp.cap
-    return RoundConfig(**params)
+    config = RoundConfig(**params)
+    if shuffle:  # the statement's own number (``central_guarantee``), compared without tolerance
+        stated = central_guarantee(config.round_event)[0]
+        if stated > shuffle["central_epsilon"]:
+            raise ConfigError(f"shuffle round: the statement would report central eps {stated!r} above the "
+                              f"requested {shuffle['central_epsilon']!r} (tuning overrides the derived eps0 or split?)")
+    return config
 
 
 def config_to_dict(config: RoundConfig) -> dict[str, Any]:

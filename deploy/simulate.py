@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shoal.client.encoder import encode_arrays
-from shoal.common.accounting import central_guarantee
+from shoal.common.accounting import central_guarantee, spend_left, split_spend
 from shoal.common.bounds import PublicBound
 from shoal.common.errors import ConfigError
 from shoal.common.local_refine_round import refine_devices
@@ -248,6 +248,18 @@ def partition_in_process(points: NDArray[np.float64], k: int, bound: PublicBound
     }
 
 
+def round_budget(epsilon: float, delta: float, refine_epsilon: float) -> tuple[tuple[float, float], tuple[float, float]]:
+    """((tree eps, tree delta), (refine eps, refine delta)) of a total (epsilon,
+    delta): the refine round gets ``refine_epsilon`` and ``REFINE_DELTA_SHARE``
+    of delta (none without a refine), the tree round what is left, rounded
+    toward less spend (``accounting.spend_left``: eps - refine may round up, and
+    the composed tree + refine would then exceed eps)."""
+    if not refine_epsilon:
+        return (epsilon, delta), (0.0, 0.0)
+    tree_delta, refine_delta = split_spend(delta, REFINE_DELTA_SHARE)
+    return (spend_left(epsilon, refine_epsilon), tree_delta), (refine_epsilon, refine_delta)
+
+
 def simulate_rounds(
     points: NDArray[np.float64],
     k: int,
@@ -289,7 +301,7 @@ def simulate_rounds(
         raise ConfigError("a refine round runs through the shuffler: it needs model='shuffle'")
     if not 0 <= refine_epsilon < epsilon:
         raise ConfigError(f"refine_epsilon must be in [0, epsilon={epsilon}), got {refine_epsilon}")
-    tree_eps, tree_delta = epsilon - refine_epsilon, delta * (1 - REFINE_DELTA_SHARE if refine_epsilon else 1.0)
+    (tree_eps, tree_delta), (refine_epsilon, refine_delta) = round_budget(epsilon, delta, refine_epsilon)
     shuffle: dict[str, Any] = {}
     if model == "shuffle":
         shuffle = dict(model="shuffle", delta=tree_delta, min_batch=int(min_batch or n))
@@ -308,7 +320,7 @@ def simulate_rounds(
     out["model"] = model
     if not refine_epsilon:
         return out
-    ref = refine_in_process(points, np.asarray(out["ball_centers"]), bound, refine_epsilon, delta - tree_delta,
+    ref = refine_in_process(points, np.asarray(out["ball_centers"]), bound, refine_epsilon, refine_delta,
                             min_devices=int(min_batch or n), seed=seed,
                             split=PARTITION_REFINE_SPLIT if encoder == "partition" else 1)
     e2, d2 = central_guarantee(ref["event"])

@@ -63,7 +63,7 @@ import numpy as np
 from shoal.client.encoder import encode_arrays
 from shoal.common.central_round import derive_central
 from shoal.common.cost_drops import prefix_costs
-from shoal.common.elbow_round import ELBOW_DELTA_SHARE, ELBOW_SHARE, derive_elbow
+from shoal.common.elbow_round import ELBOW_DELTA_SHARE, ELBOW_SHARE, derive_elbow, elbow_budget
 from shoal.common.elbow_round import contributions as elbow_contributions
 from shoal.common.tree_round import derive_config
 from shoal.deploy.bench.accuracy import machine
@@ -311,8 +311,7 @@ def shuffle_elbow_rows(n: int, seeds: tuple[int, ...]) -> list[dict[str, Any]]:
     in-process (``deploy/summed.py``: the devices' fixed-point drops exactly, the
     total noise of their shares at once), against the data's cost of the same centers."""
     rows = []
-    eps_tree, eps_elbow = 1.0 - ELBOW_SHARE, ELBOW_SHARE
-    delta_tree, delta_elbow = DELTA * (1 - ELBOW_DELTA_SHARE), DELTA * ELBOW_DELTA_SHARE
+    (eps_tree, delta_tree), (eps_elbow, delta_elbow) = elbow_budget(1.0, DELTA)  # rounded toward less spend
     for seed in seeds:
         ds = paper_mixture(n, seed=seed)
         x = ds.bound.to_ball(ds.points)

@@ -39,6 +39,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import sparse
 
+from shoal.common.accounting import spend_left
 from shoal.common.distributed_noise import (
     gaussian_clip,
     gaussian_rho,
@@ -96,7 +97,7 @@ def calibrate(dim: int, epsilon: float, delta: float) -> NoisyAverageSpec:
     if dim < 1 or not (math.isfinite(epsilon) and epsilon > 0) or not 0 < delta < 1:
         raise ConfigError(f"noisy average needs dim >= 1, eps > 0, delta in (0, 1); got {dim}, {epsilon}, {delta}")
     t, s = laplace_scale_fraction(1, SIZE_SHARE * epsilon)
-    eps_sum = epsilon - s / t  # what the size's exact scale leaves
+    eps_sum = spend_left(epsilon, s / t)  # what the size's exact scale leaves, rounded toward less spend
     # Rounding adds at most sqrt(d)/2 grid units to a point's norm: keep it below 1% of 2^bits.
     bits = max(8, math.ceil(math.log2(50 * math.sqrt(dim))))
     vec_delta = delta * (1 - TAIL_SHARE)
@@ -120,7 +121,7 @@ def calibrate(dim: int, epsilon: float, delta: float) -> NoisyAverageSpec:
 def spent_delta(spec: NoisyAverageSpec) -> float:
     """The delta the spec actually achieves at its epsilon (for the audit of ``calibrate``)."""
     t, s = spec.size_scale
-    eps_sum = spec.epsilon - s / t
+    eps_sum = spend_left(spec.epsilon, s / t)  # as ``calibrate`` computes it
     rho = gaussian_rho(spec.sensitivity, spec.sigma_sq, spec.dim, spec.shares, spec.shares)
     tail = 2 * spec.shares * spec.dim * discrete_gaussian_tail(spec.sigma_sq, spec.clip)
     return zcdp_delta_tight(rho, eps_sum) + (1 + math.exp(eps_sum)) * tail

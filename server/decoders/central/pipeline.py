@@ -191,7 +191,7 @@ def central_kmeans(x: NDArray[np.float64], spec: CentralSpec, rng: np.random.Gen
         sizes = np.bincount(assign(pts, s2), weights=w, minlength=s2.shape[0]).astype(np.float64)
         centers = s2
     else:
-        avg = calibrate(spec.dim, spec.lift_epsilon / steps, spec.lift_delta / steps)
+        avg = calibrate(spec.dim, *spec.lift_step())  # each step at the per-step budget the event records
         diagnostics["lift_sum_sd"] = avg.sum_sd
         # Step 1: the proxy's cells, grouped into at most PARTS_PER_CENTER k parts in the projected space
         # (each part's sum is one noise draw, and a cluster adds up its parts' draws), lifted, then
