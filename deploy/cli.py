@@ -1,6 +1,12 @@
 """``shoal sim``, ``shoal simulate``, ``shoal bench`` and ``shoal demo``: the
 tools above the services (they import the client, the server and the
-shuffler; DESIGN.md, "Layout")."""
+shuffler; DESIGN.md, "Layout").
+
+Over 300 lines because it is the argument parsers of these four verbs (every
+benchmark's flags included: ``docs/hooks.py`` renders the CLI reference from
+them) and the thin functions that hand each verb to its module; splitting
+the parsers from their dispatch would put one verb's flags and its use in
+two files."""
 
 from __future__ import annotations
 
@@ -46,6 +52,11 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
                             "(secure summation); local: keep SHARE (0-1) of the devices fresh for it, each at --eps "
                             "(local_refine_round.py). auto: the rule of refine_round.refine_share (shuffle) or "
                             "local_refine_round.refine_devices (local) from n, d, k, eps")
+        s.add_argument("--reference", action="store_true",
+                       help="also compute the non-private reference objective (k-means on the true points; about "
+                            "twice the private run at 1e6 x 100) and keep it in the user's cache directory "
+                            "($SHOAL_CACHE_DIR, else $XDG_CACHE_HOME/shoal) by the file's SHA-256, k, seed and bound; "
+                            "without it a cached reference is reported, else none")
         s.add_argument("--json", action="store_true", help="print one JSON object")
         return s
     if verb == "sim":
@@ -189,16 +200,18 @@ def _simulate(args: argparse.Namespace) -> int:
 
     from shoal.common.bounds import bound_to_dict
     from shoal.common.errors import ShoalError
-    from shoal.deploy.datasets import load_points
+    from shoal.deploy.reference import ReferenceCache
     from shoal.deploy.simulate import (
+        clipped_fraction,
         format_centers,
+        open_points,
         refine_epsilon,
         refine_share_of_devices,
         simulate_rounds,
     )
     from shoal.deploy.verdicts import partition_quality
 
-    points = load_points(args.data)  # a ConfigError becomes one line and exit 2 (common/cli.main)
+    points = open_points(args.data)  # a ConfigError becomes one line and exit 2 (common/cli.main)
     if args.model == "local" and (args.delta is not None or args.min_batch is not None):
         print("shoal simulate: --delta and --min-batch belong to --model shuffle", file=sys.stderr)
         return 2
@@ -216,6 +229,8 @@ def _simulate(args: argparse.Namespace) -> int:
         return simulate_central(points, args.k, args.eps, 1e-6 if args.delta is None else args.delta, bound,
                                 args.algorithm or "auto", args.seed, args.json, args.objective)
     delta = (1e-6 if args.delta is None else args.delta) if args.model == "shuffle" else 0.0
+    cache = ReferenceCache(args.data, args.k, args.seed, bound)
+    cached = cache.lookup(hash_file=args.reference)
     try:
         local = args.model == "local"
         refine_eps = 0.0 if local else refine_epsilon(args.refine, points, args.k, args.eps, delta, args.min_batch)
@@ -223,7 +238,7 @@ def _simulate(args: argparse.Namespace) -> int:
         result = simulate_rounds(
             points, k=args.k, epsilon=args.eps, encoder=args.encoder, bound=bound,
             seed=args.seed, model=args.model, delta=delta, min_batch=args.min_batch, refine_epsilon=refine_eps,
-            progress=not args.json, refine_devices=fresh,
+            progress=not args.json, refine_devices=fresh, nonprivate=cached, reference=args.reference,
         )
     except ShoalError as exc:
         print(f"shoal simulate: {exc}", file=sys.stderr)
@@ -233,12 +248,15 @@ def _simulate(args: argparse.Namespace) -> int:
         "encode_seconds decode_seconds peak_rss_mb centers"
     ).split()
     out: dict[str, Any] = {key: result[key] for key in keys}
+    out["reference"] = "cached" if cached is not None else "computed" if args.reference else "not asked"
+    if out["reference"] == "computed" and out["nonprivate_objective"] is not None:
+        cache.store(out["nonprivate_objective"])
     out["privacy"] = {key: result["privacy"][key] for key in ("model", "device_epsilon", "central_epsilon", "delta")}
     out["certificate"] = result["diagnostics"].get("certificate")
     out["quality"] = result["quality"] or partition_quality(  # a partition round's decoder gives no verdict
         args.k, bound, np.asarray(result["ball_centers"], dtype=np.float64), result["diagnostics"], args.eps)
     out["bound"] = bound_to_dict(bound)
-    out["clipped_fraction"] = float(np.mean(bound.outside(points)))
+    out["clipped_fraction"] = clipped_fraction(points, bound)
     for key in ("tree_objective", "refine", "composed"):
         if key in result:
             out[key] = result[key]
@@ -263,7 +281,10 @@ def _simulate(args: argparse.Namespace) -> int:
     if "tree_objective" in out:
         print(f"  {'first round objective':22s} {out['tree_objective']:.5f}")
     for key in keys[:3]:
-        print(f"  {key:22s} {out[key]:.5f}")
+        if out[key] is None:
+            print(f"  {key:22s} not computed (--reference computes and caches it)")
+        else:
+            print(f"  {key:22s} {out[key]:.5f}{' (cached)' if key == 'nonprivate_objective' and out['reference'] == 'cached' else ''}")
     print(f"  {'ratio to trivial':22s} {out['normalized_objective'] / out['trivial_objective']:.3f}")
     print(f"  verdict: {out['quality']['verdict']}")
     print(f"  encode {out['encode_seconds']:.2f} s, decode {out['decode_seconds']:.2f} s, peak RSS {out['peak_rss_mb']:.0f} MB")
@@ -303,10 +324,9 @@ def cli_bound(radius: float | None, box: str | None, points: Any, prog: str) -> 
     a line on stderr that says so and how many points it clips (issue 16:
     silent clipping to the unit ball misled a user). The fraction is of the
     user's own file, computed here, never published."""
-    import numpy as np
-
     from shoal.common.bounds import PublicBound, parse_box
     from shoal.common.errors import ConfigError
+    from shoal.deploy.simulate import clipped_fraction
 
     if radius is not None and box is not None:
         raise ConfigError("give --radius or --box, not both")
@@ -314,7 +334,7 @@ def cli_bound(radius: float | None, box: str | None, points: Any, prog: str) -> 
         return parse_box(box, points.shape[1])
     bound = PublicBound(radius=1.0 if radius is None else radius)
     if radius is None:
-        frac = float(np.mean(bound.outside(points)))
+        frac = clipped_fraction(points, bound)
         print(f"{prog}: no --radius or --box given: using radius 1, which clips {frac:.1%} of the points. "
               "Give the data's public range.", file=sys.stderr)
     return bound

@@ -4,12 +4,23 @@ This wraps the pure math (client encoder, server accumulator and decoder)
 and measures what a user of shoal wants to know: the k-means objective of
 the private centers against the non-private and trivial answers, all in
 the unit-ball scale, plus time and memory.
+
+Memory (issue 42): besides the input, the simulator holds the accumulator's
+tables and (block x d) temporaries, never an n x d one. Devices are encoded
+by blocks of ``encode_rows(d)``, the spent accumulator is released after the
+decode, and the objectives stream over blocks of the ball image. Points
+opened with ``open_points`` are a read-only mapping of the .npy file whose
+pages each pass gives back once read (``blocks``), so the input need not be
+resident at all; the non-private reference (only when asked) holds one
+n x d image, after the accumulator is gone.
 """
 
 from __future__ import annotations
 
+import mmap
 import resource
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,7 +29,7 @@ from numpy.typing import NDArray
 
 from shoal.client.encoder import encode_arrays
 from shoal.common.accounting import central_guarantee, spend_left, split_spend
-from shoal.common.bounds import PublicBound
+from shoal.common.bounds import PublicBound, block_rows
 from shoal.common.errors import ConfigError
 from shoal.common.local_refine_round import refine_devices
 from shoal.common.partition_round import REFINE_SPLIT as PARTITION_REFINE_SPLIT
@@ -40,7 +51,103 @@ from shoal.server.decoders.refine import refine_answer
 from shoal.server.decoders.tree.accumulate import LevelAccumulator
 from shoal.server.decoders.tree.decoder import TreeDecoder
 
-CHUNK = 250_000
+ENCODE_BYTES = 1 << 24
+"""Input bytes of one encoded block: the encoder holds about ten temporaries
+of a block's size (1.5 GB at 250,000 x 100, issue 42); at 16 MB each the
+per-call overhead is still invisible (2e5 x 100: 2.4 s by 16k rows, 4.5 s by 200k)."""
+
+
+def encode_rows(d: int) -> int:
+    """Devices per encoded block at dimension ``d`` (``ENCODE_BYTES`` of input)."""
+    return max(1024, ENCODE_BYTES // (8 * max(1, d)))
+
+
+def open_points(path: str | Path) -> NDArray[np.float64]:
+    """A user's (n, d) points for the simulator: a read-only mapping of a C-order
+    float64 .npy file (the pages a pass has read are given back by ``blocks``,
+    so the input does not stay resident), else ``datasets.load_points``'
+    in-memory array, which also says what is wrong with a bad file."""
+    from shoal.deploy.datasets import load_points
+
+    try:
+        head = np.load(Path(path), mmap_mode="r", allow_pickle=False)
+        ok = (isinstance(head, np.memmap) and head.dtype == np.float64 and head.ndim == 2 and head.shape[0] >= 1
+              and head.flags.c_contiguous)
+        shape, offset = head.shape, int(head.offset) if ok else 0
+        del head
+    except (OSError, ValueError):
+        ok = False
+    if not ok:
+        return load_points(path)
+    with open(path, "rb") as f:
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    return np.ndarray(shape, dtype=np.float64, buffer=mapped, offset=offset)
+
+
+def drop_pages(points: NDArray[Any], lo: int, hi: int) -> None:
+    """Give back the pages of rows lo:hi of an ``open_points`` mapping (a no-op
+    for an array in memory). They are clean file pages: a later read faults
+    them in again from the page cache."""
+    mapped = points.base
+    if not isinstance(mapped, mmap.mmap) or hi <= lo or not points.flags.c_contiguous:
+        return
+    start = points.ctypes.data - np.frombuffer(mapped, dtype=np.uint8).ctypes.data + lo * points.strides[0]
+    end = start + (hi - lo) * points.strides[0]
+    start -= start % mmap.PAGESIZE
+    mapped.madvise(mmap.MADV_DONTNEED, start, min(end, len(mapped)) - start)
+
+
+def blocks(points: NDArray[np.float64], rows: int) -> Iterator[tuple[int, NDArray[np.float64]]]:
+    """(lo, points[lo:lo + rows]) for consecutive blocks, each block's mapped
+    pages given back once the consumer asks for the next one."""
+    for lo in range(0, points.shape[0], rows):
+        hi = min(points.shape[0], lo + rows)
+        yield lo, points[lo:hi]
+        drop_pages(points, lo, hi)
+
+
+def evaluate(points: NDArray[np.float64], bound: PublicBound,
+             centers: list[NDArray[np.float64]]) -> tuple[list[float], float]:
+    """(cost / n of each set of unit-ball ``centers``, the one-center cost / n)
+    on the ball image of ``points``, in one pass over blocks: no n x d image.
+    The one-center cost combines per-block means and squared deviations
+    (Chan et al.), so it is exact up to rounding without a second pass."""
+    n = points.shape[0]
+    costs = [0.0] * len(centers)
+    seen, mean, m2 = 0, np.zeros(points.shape[1]), 0.0
+    for _, raw in blocks(points, block_rows(points.shape[1])):
+        ball = bound.to_ball(raw)
+        for i, c in enumerate(centers):
+            costs[i] += kmeans_cost(ball, c)
+        nb = ball.shape[0]
+        mb = ball.mean(axis=0)
+        ball -= mb
+        delta = mb - mean
+        m2 += float(np.einsum("ij,ij->", ball, ball)) + float(delta @ delta) * seen * nb / (seen + nb)
+        mean += delta * (nb / (seen + nb))
+        seen += nb
+    return [c / n for c in costs], m2 / n
+
+
+def clipped_fraction(points: NDArray[np.float64], bound: PublicBound) -> float:
+    """The share of ``points`` the bound moves (``PublicBound.outside``), by blocks."""
+    moved = sum(int(np.count_nonzero(bound.outside(b))) for _, b in blocks(points, block_rows(points.shape[1])))
+    return moved / points.shape[0]
+
+
+def ball_image(points: NDArray[np.float64], bound: PublicBound) -> NDArray[np.float64]:
+    """``bound.to_ball(points)`` by blocks (an ``open_points`` input's pages
+    given back as they are read): the one n x d output."""
+    out = np.empty(points.shape)
+    for lo, b in blocks(points, block_rows(points.shape[1])):
+        out[lo:lo + b.shape[0]] = bound.to_ball(b)
+    return out
+
+
+def reference_objective(points: NDArray[np.float64], bound: PublicBound, k: int, seed: int = 0) -> float:
+    """``nonprivate_objective`` of the points' ball image (the one n x d
+    array the simulator then holds)."""
+    return nonprivate_objective(ball_image(points, bound), k, seed)
 
 
 def _lloyd(x: NDArray[np.float64], c: NDArray[np.float64], steps: int = 5) -> NDArray[np.float64]:
@@ -101,11 +208,14 @@ def simulate(
     decoder_options: dict[str, Any] | None = None,
     nonprivate: float | None = None,
     progress: bool = False,
+    reference: bool = True,
     **overrides: Any,
 ) -> dict[str, Any]:
     """Run one round in-process; returns the fields of ``shoal simulate --json``.
     ``nonprivate``: the reference objective when the caller has it already
-    (a sweep computes it once per dataset, not once per encoder and eps)."""
+    (a sweep computes it once per dataset, not once per encoder and eps);
+    ``reference=False`` with none given: no reference (``nonprivate_objective``
+    None), which at 1e6 x 100 was two thirds of the run (issue 42)."""
     points = np.asarray(points, dtype=np.float64)
     n, d = points.shape
     bound = bound if bound is not None else PublicBound(radius=1.0)
@@ -115,25 +225,28 @@ def simulate(
     t = time.perf_counter()
     enc = 0.0
     shown = bar(n, "devices encoded", unit="device") if progress else None
-    for lo in range(0, n, CHUNK):
+    for _, block in blocks(points, encode_rows(d)):
         t1 = time.perf_counter()
-        batch = encode_arrays(points[lo : lo + CHUNK], cfg, device_rng, wire=False)
+        batch = encode_arrays(block, cfg, device_rng, wire=False)
         enc += time.perf_counter() - t1
         acc.add(batch)
+        del batch
         if shown is not None:
-            shown.update(min(CHUNK, n - lo))
+            shown.update(block.shape[0])
     if shown is not None:
         shown.close()
     ingest = time.perf_counter() - t - enc
     t = time.perf_counter()
     result = TreeDecoder(rng=np.random.default_rng(seed), **(decoder_options or {})).decode(acc, consume=True)
     dec = time.perf_counter() - t + ingest
-    ball = bound.to_ball(points)
-    mean = ball.mean(axis=0, keepdims=True)
+    del acc  # the spent tables (700 MB at 1e6 x 100) are not held through the evaluation
+    (objective,), trivial = evaluate(points, bound, [result.ball_centers])
+    if nonprivate is None and reference:
+        nonprivate = reference_objective(points, bound, k, seed)
     return {
-        "normalized_objective": kmeans_cost(ball, result.ball_centers) / n,
-        "nonprivate_objective": nonprivate_objective(ball, k, seed) if nonprivate is None else float(nonprivate),
-        "trivial_objective": kmeans_cost(ball, mean) / n,
+        "normalized_objective": objective,
+        "nonprivate_objective": None if nonprivate is None else float(nonprivate),
+        "trivial_objective": trivial,
         "n": n,
         "d": d,
         "k": k,
@@ -231,11 +344,11 @@ def partition_in_process(points: NDArray[np.float64], k: int, bound: PublicBound
     t = time.perf_counter()
     centers, sizes, kept = partition_centers(sums, cfg, np.random.default_rng(seed))
     dec = time.perf_counter() - t
-    ball = bound.to_ball(points)
     centers = bound.project_ball(centers)
+    (objective,), trivial = evaluate(points, bound, [centers])
     return {
-        "normalized_objective": kmeans_cost(ball, centers) / n,
-        "trivial_objective": kmeans_cost(ball, ball.mean(axis=0, keepdims=True)) / n,
+        "normalized_objective": objective,
+        "trivial_objective": trivial,
         "n": n, "d": points.shape[1], "k": k, "eps": float(epsilon), "encoder": "partition",
         "encoder_requested": "partition", "ball_centers": centers.tolist(),
         "centers": bound.from_ball(centers).tolist(), "sizes": sizes.tolist(),
@@ -274,6 +387,7 @@ def simulate_rounds(
     nonprivate: float | None = None,
     progress: bool = False,
     refine_devices: float = 0.0,
+    reference: bool = True,
 ) -> dict[str, Any]:
     """``shoal simulate`` in every model: a tree round, optionally followed by a
     refine round (one Lloyd step through secure summation, central model of
@@ -286,7 +400,10 @@ def simulate_rounds(
     round needs a trusted-shuffler setting, so it needs ``model='shuffle'``.
 
     Local model: ``refine_devices`` in (0, 1) keeps that share of the devices
-    fresh for a local refine round at the same eps (each answers one round)."""
+    fresh for a local refine round at the same eps (each answers one round).
+
+    ``reference=False``: no non-private reference unless ``nonprivate`` gives it
+    (``nonprivate_objective`` None in the result)."""
     points = np.asarray(points, dtype=np.float64)
     n = points.shape[0]
     bound = bound if bound is not None else PublicBound(radius=1.0)
@@ -295,8 +412,13 @@ def simulate_rounds(
     if refine_devices:  # the local model's refine on fresh devices (``deploy/fresh_devices.py``)
         from shoal.deploy.fresh_devices import tree_then_local_refine  # it runs ``simulate``
 
-        return tree_then_local_refine(points, k, epsilon, encoder, bound, seed, refine_devices, nonprivate, progress,
-                                      model=model, refine_epsilon=refine_epsilon)
+        skip = nonprivate is None and not reference
+        out = tree_then_local_refine(points, k, epsilon, encoder, bound, seed, refine_devices,
+                                     float("nan") if skip else nonprivate, progress,
+                                     model=model, refine_epsilon=refine_epsilon)
+        if skip:
+            out["nonprivate_objective"] = None
+        return out
     if refine_epsilon and model != "shuffle":
         raise ConfigError("a refine round runs through the shuffler: it needs model='shuffle'")
     if not 0 <= refine_epsilon < epsilon:
@@ -312,11 +434,12 @@ def simulate_rounds(
         if model != "shuffle":
             raise ConfigError("a partition round sums shares through the shuffler: it needs model='shuffle'")
         out = partition_in_process(points, k, bound, tree_eps, tree_delta, int(min_batch or n), seed=seed)
-        out["nonprivate_objective"] = (nonprivate_objective(bound.to_ball(points), k, seed) if nonprivate is None
-                                       else float(nonprivate))
+        if nonprivate is None and reference:
+            nonprivate = reference_objective(points, bound, k, seed)
+        out["nonprivate_objective"] = None if nonprivate is None else float(nonprivate)
     else:
         out = simulate(points, k, tree_eps, encoder, bound=bound, seed=seed, nonprivate=nonprivate,
-                       progress=progress, **shuffle)
+                       progress=progress, reference=reference, **shuffle)
     out["model"] = model
     if not refine_epsilon:
         return out
@@ -324,10 +447,10 @@ def simulate_rounds(
                             min_devices=int(min_batch or n), seed=seed,
                             split=PARTITION_REFINE_SPLIT if encoder == "partition" else 1)
     e2, d2 = central_guarantee(ref["event"])
-    ball = bound.to_ball(points)
+    (refined,), _ = evaluate(points, bound, [np.asarray(ref["ball_centers"])])
     out.update(
         tree_objective=out["normalized_objective"],
-        normalized_objective=kmeans_cost(ball, ref["ball_centers"]) / n,
+        normalized_objective=refined,
         ball_centers=np.asarray(ref["ball_centers"]).tolist(),
         centers=bound.from_ball(np.asarray(ref["ball_centers"])).tolist(),
         refine={"epsilon": e2, "delta": d2, "shares_per_device": ref["shares_per_device"], "seconds": ref["seconds"],

@@ -19,9 +19,43 @@ def test_simulate_json_has_exactly_the_documented_keys(tmp_path, capsys):
     assert set(out) == {
         "normalized_objective", "nonprivate_objective", "trivial_objective", "n", "d", "k", "eps",
         "encoder", "encoder_requested", "model", "encode_seconds", "decode_seconds", "peak_rss_mb", "centers", "privacy", "certificate", "quality", "bound", "clipped_fraction",
+        "reference",
     }
     assert out["n"] == 3000 and len(out["centers"]) == 2
     assert out["encoder_requested"] == "auto" and out["encoder"] == "lsh"  # d=5: the rule's lsh
+
+
+def test_simulate_computes_the_reference_only_when_asked_and_then_reuses_it_for_that_file(tmp_path, capsys,
+                                                                                          monkeypatch):
+    """Issue 42: the reference was two thirds of a run at 1e6 x 100, computed on
+    every run. Now --reference computes it and caches it by the file's hash,
+    k, seed and bound; a plain run reports a cached one, else none."""
+    from shoal.deploy.simulate import nonprivate_objective
+
+    monkeypatch.setenv("SHOAL_CACHE_DIR", str(tmp_path / "cache"))
+    ds = paper_mixture(3000, d=5, k=2, seed=0)
+    path = tmp_path / "x.npy"
+    np.save(path, ds.points)
+    base = ["simulate", "--data", str(path), "--k", "2", "--eps", "4", "--radius", "1", "--json"]
+
+    def run(*extra: str) -> dict:
+        assert main(base + list(extra)) == 0
+        return json.loads(capsys.readouterr().out)
+
+    plain = run()
+    assert plain["nonprivate_objective"] is None and plain["reference"] == "not asked"
+    asked = run("--reference")
+    assert asked["reference"] == "computed"
+    assert asked["nonprivate_objective"] == pytest.approx(nonprivate_objective(ds.points, 2, 0), rel=1e-12)
+    again = run()
+    assert again["reference"] == "cached" and again["nonprivate_objective"] == asked["nonprivate_objective"]
+    assert run("--reference")["reference"] == "cached"
+    other_k = ["simulate", "--data", str(path), "--k", "3", "--eps", "4", "--radius", "1", "--json"]
+    assert main(other_k) == 0 and json.loads(capsys.readouterr().out)["reference"] == "not asked"
+    np.save(path, ds.points[::-1])  # new content, new stat: the index no longer vouches for the hash
+    os.utime(path, ns=(1, 1))
+    assert run()["reference"] == "not asked"
+    assert run("--reference")["reference"] == "computed"  # reordered rows: other bytes, another hash
 
 
 @pytest.mark.parametrize("encoder", ["lsh", "nettree"])
