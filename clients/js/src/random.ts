@@ -1,21 +1,24 @@
 /**
- * Device-private randomness: the coins, levels, rows, nonces and message ids
- * of one device. In use it is the OS's (`crypto.getRandomValues`, in every
- * browser and in Node >= 19); it never comes from the round's public seed.
+ * Device-private randomness: the coins, levels, rows, nonces, message ids and
+ * sealing keys of one device. In use it is the OS's (`crypto.getRandomValues`,
+ * in every browser and in Node >= 19); it never comes from the round's public seed.
  *
- * Every draw is made from uniform 64-bit words read from a byte source:
+ * Every draw is one of the reads of docs/protocol/vectors.md (common/device_random.py),
+ * from a byte source in order:
  *
- * - `below(B)`: the same rejection as the public stream's integers (keep a
- *   word w iff w < 2^64 - (2^64 mod B); answer w mod B): exactly uniform;
+ * - `u32`: the next 4 bytes, little-endian; `u64`: the next 8 bytes;
+ * - `double`: (u64 >> 11) 2^-53 (used only where the reference uses a 53-bit
+ *   uniform for a choice that is not a privacy coin: the root draw, PrivUnit's
+ *   sphere rounding);
+ * - `below(B)`: numpy's bounded integers, Lemire's multiply-and-reject on a
+ *   u32 when B <= 2^32 (on a u64 otherwise); B = 1 reads nothing, B = 2^32
+ *   (2^64) is the raw u32 (u64): exactly uniform;
  * - `bernoulli(A)`: Bernoulli(A / 2^32) as `below(2^32) < A`: exact;
- * - `uniform()`: (w >> 11) 2^-53, used only where the Python device uses a
- *   53-bit uniform for a choice that is not a privacy coin (the root draw,
- *   PrivUnit's sphere rounding);
- * - `u64()`: one word (a PrivUnit nonce); `bytes(n)`: raw bytes (message ids).
+ * - `bytes(n)`: raw bytes (message ids, ephemeral keys, AEAD nonces).
  *
- * `BytesRandom` reads a given byte string instead (tests, and conformance
- * vectors once docs/protocol/vectors.md fixes how device randomness is
- * injected): the same draws in the same order give the same message.
+ * `BytesRandom` reads a given byte string instead (the conformance vectors'
+ * `device_random`, and tests): the same reads in the same order give the
+ * same message bytes.
  */
 
 import { fromPair } from "./u64.js";
@@ -25,7 +28,10 @@ export interface DeviceRandom {
   bytes(n: number): Uint8Array;
 }
 
-const TWO_POW_64 = 1n << 64n;
+export function u32(r: DeviceRandom): number {
+  const b = r.bytes(4);
+  return (b[0]! | (b[1]! << 8) | (b[2]! << 16) | (b[3]! << 24)) >>> 0;
+}
 
 /** One uniform 64-bit word (little-endian over 8 bytes). */
 export function u64(r: DeviceRandom): bigint {
@@ -35,28 +41,47 @@ export function u64(r: DeviceRandom): bigint {
   return fromPair(hi, lo);
 }
 
-/** A uniform integer in [0, bound), 1 <= bound <= 2^53, by rejection on words. */
-export function below(r: DeviceRandom, bound: number): number {
-  if (!(Number.isSafeInteger(bound) && bound >= 1)) throw new RangeError(`below needs a safe integer bound >= 1, got ${bound}`);
-  const b = BigInt(bound);
-  const limit = TWO_POW_64 - (TWO_POW_64 % b);
-  for (;;) {
-    const w = u64(r);
-    if (w < limit) return Number(w % b);
-  }
+/** A uniform double on the grid k 2^-53 in [0, 1). */
+export function uniform(r: DeviceRandom): number {
+  return Number(u64(r) >> 11n) * 2 ** -53;
 }
 
-/** Bernoulli(numerator / 2^32), exactly. */
+const M32 = 0xffffffffn;
+const M64 = (1n << 64n) - 1n;
+
+/** A uniform integer in [0, bound), 1 <= bound <= 2^64 (numpy's Lemire rejection, as the vectors read it). */
+export function belowBig(r: DeviceRandom, bound: bigint): bigint {
+  if (bound < 1n || bound > 1n << 64n) throw new RangeError(`below needs 1 <= bound <= 2^64, got ${bound}`);
+  const rng = bound - 1n;
+  if (rng === 0n) return 0n;
+  const bits = rng <= M32 ? 32n : 64n;
+  const mask = bits === 32n ? M32 : M64;
+  const draw = (): bigint => (bits === 32n ? BigInt(u32(r)) : u64(r));
+  if (rng === mask) return draw();
+  let m = draw() * bound;
+  let low = m & mask;
+  if (low < bound) {
+    const threshold = ((mask + 1n) - bound) % bound;
+    while (low < threshold) {
+      m = draw() * bound;
+      low = m & mask;
+    }
+  }
+  return m >> bits;
+}
+
+/** A uniform integer in [0, bound), 1 <= bound <= 2^53. */
+export function below(r: DeviceRandom, bound: number): number {
+  if (!(Number.isSafeInteger(bound) && bound >= 1)) throw new RangeError(`below needs a safe integer bound >= 1, got ${bound}`);
+  return Number(belowBig(r, BigInt(bound)));
+}
+
+/** Bernoulli(numerator / 2^32), exactly: one raw u32 compared with the numerator. */
 export function bernoulli(r: DeviceRandom, numerator: number): boolean {
   if (!(Number.isSafeInteger(numerator) && numerator >= 0 && numerator <= 2 ** 32)) {
     throw new RangeError(`a dyadic numerator must be in [0, 2^32], got ${numerator}`);
   }
   return below(r, 2 ** 32) < numerator;
-}
-
-/** A uniform double on the grid k 2^-53 in [0, 1). */
-export function uniform(r: DeviceRandom): number {
-  return Number(u64(r) >> 11n) * 2 ** -53;
 }
 
 /** The OS's randomness, read in blocks (getRandomValues takes at most 65536 bytes a call). */

@@ -3,3 +3,4 @@ import "./public-stream.test.js";
 import "./hashing.test.js";
 import "./json.test.js";
 import "./tree.test.js";
+import "./vectors.test.js";

@@ -2,4 +2,8 @@ import { test as nodeTest } from "node:test";
 import { cases } from "./harness.js";
 import "./all.js";
 
-for (const c of cases) nodeTest(c.name, c.fn);
+const strict = process.env["SHOAL_STRICT"] === "1";
+for (const c of cases) {
+  if (c.todo !== undefined && !strict) nodeTest(c.name, { todo: c.todo }, c.fn);
+  else nodeTest(c.name, c.fn);
+}
