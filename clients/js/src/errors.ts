@@ -14,3 +14,13 @@ export class ReportError extends Error {
 export class TrustError extends Error {
   override name = "TrustError";
 }
+
+/** A spend the device's ledger refuses (its cap, or a fresh-devices rule). */
+export class PrivacyError extends Error {
+  override name = "PrivacyError";
+}
+
+/** A transport failure (after retries), or a round that takes no reports. */
+export class TransportError extends Error {
+  override name = "TransportError";
+}

@@ -4,3 +4,4 @@ import "./hashing.test.js";
 import "./json.test.js";
 import "./tree.test.js";
 import "./vectors.test.js";
+import "./device.test.js";

@@ -1,0 +1,168 @@
+/**
+ * The edge device (client/device.py): fetch a round's config, verify it
+ * against the pinned server key, check the ledger, encode once, send. Uses
+ * `fetch` (browsers, Node >= 18). Transport failures and 5xx answers are
+ * retried with exponential backoff and always resend the *same* recorded
+ * message (same message id), which the server counts once.
+ *
+ * Implemented round kinds: tree (local and shuffle model). Others are refused
+ * with a ConfigError naming the kind.
+ */
+
+import { checkProtocol, parseTreeConfig, type TreeConfig } from "./config.js";
+import { fromBase64, utf8 } from "./encoding.js";
+import { ConfigError, ReportError, TransportError } from "./errors.js";
+import { fsum, Ledger, type Spend } from "./ledger.js";
+import { parseJson, type JsonObject } from "./json.js";
+import { OsRandom, type DeviceRandom } from "./random.js";
+import { seal, sealedSubmission } from "./seal.js";
+import { checkPin, configDigest, verifyConfig } from "./signing.js";
+import { encodeTree, messageJson, messagesBinary, prepareTree, type DeviceMessage, type TreeRound } from "./tree.js";
+
+export interface DeviceOptions {
+  serverUrl: string;
+  ledger: Ledger;
+  /** The server identity's fingerprint ("sha256:" + 64 hex), given out of band. */
+  serverKey?: string;
+  shufflerUrl?: string;
+  /** Issued by the shuffler's operator (POST /enrol); identifies the device to the shuffler only. */
+  deviceToken?: string;
+  /** Send a local-model tree report as its 43-byte binary body (default) instead of JSON. */
+  binary?: boolean;
+  retries?: number;
+  backoffMs?: number;
+  random?: DeviceRandom;
+  fetch?: typeof fetch;
+}
+
+/** The local eps a tree round charges (events.local_epsilon of its ChoiceEvent). */
+export function deviceEpsilon(c: TreeConfig): number {
+  const options: number[] = [];
+  const hist = c.eps_hist > 0 && c.levels > 0 ? c.eps_hist : 0;
+  const vec = c.eps_vec > 0 ? c.eps_vec : 0;
+  if (1 - c.root_share > 0) options.push(fsum([hist, vec]));
+  if (c.root_share > 0) options.push(c.epsilon);
+  return Math.max(...options);
+}
+
+export class Device {
+  readonly serverUrl: string;
+  readonly ledger: Ledger;
+  readonly serverKey: string | null;
+  private readonly opts: DeviceOptions;
+  private readonly rnd: DeviceRandom;
+  private readonly http: typeof fetch;
+  private readonly rounds = new Map<string, TreeRound>();
+
+  constructor(opts: DeviceOptions) {
+    this.opts = opts;
+    this.serverUrl = opts.serverUrl.replace(/\/+$/, "");
+    this.ledger = opts.ledger;
+    this.serverKey = opts.serverKey ? checkPin(opts.serverKey) : null;
+    this.rnd = opts.random ?? new OsRandom();
+    this.http = opts.fetch ?? globalThis.fetch.bind(globalThis);
+  }
+
+  /** Encode `point` for the round (once, ever, for this ledger) and deliver it. Returns the server's or shuffler's answer. */
+  async participate(roundId: string, point: ArrayLike<number>): Promise<unknown> {
+    let message = await this.ledger.messageFor(roundId);
+    if (message === null) {
+      const state = ((await this.request("GET", `/rounds/${roundId}`)).json as JsonObject)["state"];
+      if (state !== "open") throw new TransportError(`round ${roundId} is ${String(state)}, not open: nothing was sent and nothing charged`);
+      const { config, key, digest } = await this.verified(roundId);
+      const kind = config["kind"] ?? "tree";
+      if (kind !== "tree") throw new ConfigError(`this device cannot take part in ${String(kind)} rounds (it knows ['tree'])`);
+      const round = this.prepared(roundId, config);
+      const c = round.config;
+      if (point.length !== c.dim) throw new ReportError(`round ${roundId} takes points of dimension ${c.dim}; this one has ${point.length}`);
+      for (let i = 0; i < point.length; i++) {
+        if (!Number.isFinite(point[i]!)) throw new ReportError(`round ${roundId}: the point has non-finite coordinates`);
+      }
+      if (c.model === "shuffle") {
+        if (!this.opts.shufflerUrl) throw new TransportError(`round ${roundId} is a shuffle-model round: it needs a shufflerUrl`);
+        if (this.serverKey === null) throw new TransportError(`round ${roundId} is a shuffle-model round: it needs a pinned serverKey`);
+      }
+      const spend: Spend = { guarantee: "local", epsilon: deviceEpsilon(c), note: `${c.model} tree round` };
+      message = await this.ledger.record(roundId, spend, () => {
+        const json = messageJson(encodeTree(round, point, this.rnd));
+        return c.model === "shuffle" ? sealedSubmission(seal(utf8(json), key, roundId, this.rnd), digest) : json;
+      });
+    }
+    return (await this.send(roundId, message)).json;
+  }
+
+  private prepared(roundId: string, config: JsonObject): TreeRound {
+    const c = parseTreeConfig(config);
+    const cached = this.rounds.get(roundId);
+    if (cached && cached.config.seed === c.seed && JSON.stringify(cached.config, bigints) === JSON.stringify(c, bigints)) return cached;
+    const round = prepareTree(c);
+    this.rounds.set(roundId, round);
+    return round;
+  }
+
+  private async verified(roundId: string): Promise<{ config: JsonObject; key: Uint8Array; digest: string }> {
+    const body = parseJson((await this.request("GET", `/rounds/${roundId}/config`)).text);
+    if (this.serverKey !== null) {
+      const v = verifyConfig(body, roundId, this.serverKey);
+      checkProtocol(v.config);
+      return { config: v.config, key: v.serverPublicKey, digest: v.digest };
+    }
+    const b = body as JsonObject;
+    const config = b["config"] as JsonObject;
+    checkProtocol(config);
+    const spk = b["server_public_key"] as string;
+    return { config, key: fromBase64(spk), digest: configDigest(config, spk) };
+  }
+
+  private async send(roundId: string, message: string): Promise<{ json: unknown }> {
+    if (message.startsWith('{"sealed"') || message.startsWith('{"parts"')) {
+      if (!this.opts.shufflerUrl) throw new TransportError(`a sealed message for round ${roundId} needs a shufflerUrl`);
+      if (!this.opts.deviceToken) throw new TransportError(`round ${roundId} goes through the shuffler: this device needs a token the operator enrolled there`);
+      return this.request("POST", `/rounds/${roundId}/messages`, message, "application/json", this.opts.shufflerUrl,
+        { "X-Device-Token": this.opts.deviceToken });
+    }
+    if (this.opts.binary ?? true) {
+      const m = JSON.parse(message) as DeviceMessage;
+      return this.request("POST", `/rounds/${roundId}/reports/binary`, messagesBinary([m]), "application/octet-stream");
+    }
+    return this.request("POST", `/rounds/${roundId}/reports`, message, "application/json");
+  }
+
+  private async request(method: string, path: string, body?: string | Uint8Array, contentType?: string,
+                        base?: string, headers: Record<string, string> = {}): Promise<{ text: string; json: unknown }> {
+    const retries = this.opts.retries ?? 5;
+    let delay = this.opts.backoffMs ?? 200;
+    let last = "";
+    for (let attempt = 0; attempt <= retries; attempt++) {
+      try {
+        const init: RequestInit = { method, headers: { ...headers, ...(contentType ? { "content-type": contentType } : {}) } };
+        if (body !== undefined) init.body = body as BodyInit;
+        const r = await this.http((base ?? this.serverUrl).replace(/\/+$/, "") + path, init);
+        const text = await r.text();
+        if (r.status < 500) {
+          if (r.status >= 400) throw new TransportError(`${method} ${path} -> ${r.status}: ${text}`);
+          let json: unknown = null;
+          try {
+            json = JSON.parse(text);
+          } catch {
+            json = text;
+          }
+          return { text, json };
+        }
+        last = `${r.status}: ${text}`;
+      } catch (e) {
+        if (e instanceof TransportError) throw e;
+        last = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+      }
+      if (attempt < retries) {
+        await new Promise((r) => setTimeout(r, delay));
+        delay *= 2;
+      }
+    }
+    throw new TransportError(`${method} ${path} failed after ${retries + 1} attempts: ${last}`);
+  }
+}
+
+function bigints(_k: string, v: unknown): unknown {
+  return typeof v === "bigint" ? v.toString() : v;
+}

@@ -1,0 +1,134 @@
+import { test, eq, ok, throws } from "./harness.js";
+import files from "virtual:vectors";
+import { fsum, Ledger, MemoryLedgerStore } from "../src/ledger.js";
+import { Device, deviceEpsilon } from "../src/device.js";
+import { parseJson, pyFloat, type JsonObject, type JsonValue } from "../src/json.js";
+import { parseTreeConfig } from "../src/config.js";
+import { fromBase64 } from "../src/encoding.js";
+
+async function rejects(p: Promise<unknown>, pattern: RegExp, msg: string): Promise<void> {
+  try {
+    await p;
+  } catch (e) {
+    const text = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+    ok(pattern.test(text), `${msg}: threw ${text}, expected ${pattern}`);
+    return;
+  }
+  throw new Error(`${msg}: did not throw`);
+}
+
+test("fsum: exactly rounded sums (Python's math.fsum values)", () => {
+  eq(fsum([0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1]), 1.0, "ten 0.1");
+  eq(fsum([1e100, 1.0, -1e100, 1e-100, 1e50, -1.0, -1e50]), 1e-100, "cancellation");
+  eq(fsum([2.0 ** 53, -0.5, -(2.0 ** -54)]), 2.0 ** 53 - 1.0, "half-even correction");
+  eq(fsum([]), 0, "empty");
+  eq(fsum([0.3, 0.7, 1.25, 0.75]), 3.0, "simple");
+});
+
+test("ledger: once per round, charged when recorded, the cap, fresh devices, no-guarantee rounds", async () => {
+  const ledger = new Ledger(new MemoryLedgerStore(), 5.0);
+  let built = 0;
+  const make = (text: string) => () => { built++; return text; };
+  eq(await ledger.record("a", { guarantee: "local", epsilon: 3 }, make("m-a")), "m-a", "first message");
+  eq(await ledger.record("a", { guarantee: "local", epsilon: 3 }, make("m-a2")), "m-a", "the recorded message again");
+  eq(built, 1, "built once");
+  eq(await ledger.spent(), 3, "spent");
+  await rejects(ledger.record("b", { guarantee: "local", epsilon: 2.5 }, make("m-b")), /PrivacyError: .*cap 5/, "beyond the cap");
+  eq(await ledger.messageFor("b"), null, "a refused round is not recorded");
+  eq(await ledger.record("b", { guarantee: "local", epsilon: 2 }, make("m-b")), "m-b", "exactly at the cap");
+  eq(await ledger.record("s", { guarantee: "none", epsilon: 0, central_epsilon: 1, delta: 1e-6 }, make("m-s")), "m-s", "no local guarantee: never against the cap");
+  eq(await ledger.spent(), 5, "still 5");
+  await rejects(ledger.record("c", { guarantee: "none", epsilon: 1 }, make("x")), /PrivacyError/, "none charges nothing");
+  eq(await ledger.record("r1", { guarantee: "none", epsilon: 0, family: "p" }, make("m-r1")), "m-r1", "family member");
+  await rejects(ledger.record("r2", { guarantee: "none", epsilon: 0, family: "p" }, make("x")), /fresh devices/, "second of a family");
+  await rejects(ledger.record("r3", { guarantee: "none", epsilon: 0, family: "a" }, make("x")), /fresh devices/, "the parent was answered");
+  const stored = JSON.parse(ledger.store.read() as string) as { version: number; cap: number; rounds: Record<string, unknown> };
+  eq(stored.version, 2, "file version");
+  eq(Object.keys(stored.rounds).join(","), "a,b,s,r1", "rounds");
+});
+
+test("ledger: concurrent records of one round build one message", async () => {
+  const ledger = new Ledger(new MemoryLedgerStore(), 10);
+  let built = 0;
+  const all = await Promise.all(Array.from({ length: 20 }, (_, i) => ledger.record("x", { guarantee: "local", epsilon: 1 },
+    async () => { built++; await new Promise((r) => setTimeout(r, 1)); return `m${i}`; })));
+  eq(built, 1, "one build");
+  ok(all.every((m) => m === all[0]), "one message");
+});
+
+const vectorFile = files["tree-local-lsh.json"];
+
+/** A fake server and shuffler answering from one vector case's published body. */
+function fakeNet(body: JsonObject, roundId: string, state = "open") {
+  const log: { method: string; url: string; body: unknown; type: string | null }[] = [];
+  let failures = 2;
+  const fetchFn = async (url: string | URL | Request, init?: RequestInit): Promise<Response> => {
+    const u = String(url);
+    const method = init?.method ?? "GET";
+    const type = new Headers(init?.headers).get("content-type");
+    log.push({ method, url: u, body: init?.body, type });
+    if (u.endsWith(`/rounds/${roundId}`)) return new Response(JSON.stringify({ state }));
+    if (u.endsWith(`/rounds/${roundId}/config`)) return new Response(vectorText(body));
+    if (failures-- > 0) return new Response("busy", { status: 503 });
+    return new Response(JSON.stringify({ accepted: 1 }), { status: 202 });
+  };
+  return { log, fetchFn };
+}
+
+function vectorText(v: JsonValue): string {
+  // the server's JSON as Python writes it (ints as digits, floats as repr)
+  if (typeof v === "bigint") return v.toString();
+  if (typeof v === "number") return pyFloat(v);
+  if (Array.isArray(v)) return `[${v.map(vectorText).join(",")}]`;
+  if (v !== null && typeof v === "object") return `{${Object.entries(v).map(([k, x]) => `${JSON.stringify(k)}:${vectorText(x)}`).join(",")}}`;
+  return JSON.stringify(v);
+}
+
+test("device: a local tree round end to end against a fake server (pin, state, ledger, binary body, retries resend the same bytes)", async () => {
+  ok(vectorFile !== undefined, "the tree-local-lsh vector file");
+  const c = ((parseJson(vectorFile!) as JsonObject)["cases"] as JsonObject[])[0]!;
+  const pub = (c["outputs"] as JsonObject)["published"] as JsonObject;
+  const body = pub["body"] as JsonObject;
+  const roundId = (c["inputs"] as JsonObject)["round_id"] as string;
+  const net = fakeNet(body, roundId);
+  const ledger = new Ledger(new MemoryLedgerStore(), 10);
+  const device = new Device({ serverUrl: "http://server.test/", ledger, serverKey: pub["fingerprint"] as string,
+    fetch: net.fetchFn as typeof fetch, backoffMs: 1 });
+  const point = ((c["inputs"] as JsonObject)["points"] as number[][])[0]!.map(Number);
+  const answer = await device.participate(roundId, point);
+  eq(JSON.stringify(answer), '{"accepted":1}', "accepted after two 503s");
+  const posts = net.log.filter((r) => r.method === "POST");
+  eq(posts.length, 3, "three attempts");
+  ok(posts.every((p) => p.url === `http://server.test/rounds/${roundId}/reports/binary` && p.type === "application/octet-stream"), "binary posts");
+  const bodies = posts.map((p) => Array.from(p.body as Uint8Array).join(","));
+  ok(bodies.every((b) => b === bodies[0]), "every retry sends the same bytes");
+  eq((posts[0]!.body as Uint8Array).length, 43, "one 38-byte record behind the 5-byte header");
+  const config = parseTreeConfig(body["config"]!);
+  eq(await ledger.spent(), deviceEpsilon(config), "charged the round's device epsilon");
+  // Again: the recorded message, no new encoding, no config fetch.
+  const before = net.log.length;
+  await device.participate(roundId, point);
+  ok(net.log.slice(before).every((r) => r.method === "POST"), "a second participation only resends");
+  eq(Array.from(net.log[net.log.length - 1]!.body as Uint8Array).join(","), bodies[0], "the same bytes again");
+});
+
+test("device: refuses a config signed by another key, a closed round, and charges nothing", async () => {
+  const c = ((parseJson(vectorFile!) as JsonObject)["cases"] as JsonObject[])[1]!;
+  const pub = (c["outputs"] as JsonObject)["published"] as JsonObject;
+  const body = pub["body"] as JsonObject;
+  const roundId = (c["inputs"] as JsonObject)["round_id"] as string;
+  const point = ((c["inputs"] as JsonObject)["points"] as number[][])[0]!.map(Number);
+  const ledger = new Ledger(new MemoryLedgerStore(), 10);
+  const wrong = new Device({ serverUrl: "http://s.test", ledger, serverKey: "sha256:" + "ab".repeat(32),
+    fetch: fakeNet(body, roundId).fetchFn as typeof fetch });
+  await rejects(wrong.participate(roundId, point), /TrustError: .*not the pinned server key/, "wrong pin");
+  const closed = new Device({ serverUrl: "http://s.test", ledger, serverKey: pub["fingerprint"] as string,
+    fetch: fakeNet(body, roundId, "done").fetchFn as typeof fetch });
+  await rejects(closed.participate(roundId, point), /TransportError: .*not open/, "closed round");
+  const right = new Device({ serverUrl: "http://s.test", ledger, serverKey: pub["fingerprint"] as string,
+    fetch: fakeNet(body, roundId).fetchFn as typeof fetch, backoffMs: 1 });
+  await rejects(right.participate(roundId, [1, 2]), /ReportError: .*dimension/, "wrong dimension");
+  eq(await ledger.spent(), 0, "nothing charged");
+  throws(() => new Device({ serverUrl: "x", ledger, serverKey: "sha256:xyz" }), /TrustError/, "a malformed pin");
+  ok(fromBase64(body["server_public_key"] as string).length === 32, "X25519 key");
+});
