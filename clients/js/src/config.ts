@@ -76,7 +76,7 @@ export function checkProtocol(data: JsonObject | Record<string, unknown>): numbe
   return n;
 }
 
-function int(data: Record<string, unknown>, name: string, lo: number, hi: number): number {
+export function int(data: Record<string, unknown>, name: string, lo: number, hi: number): number {
   const v = data[name];
   let n: number;
   if (typeof v === "bigint") n = Number(v);
@@ -86,7 +86,7 @@ function int(data: Record<string, unknown>, name: string, lo: number, hi: number
   return n;
 }
 
-function real(data: Record<string, unknown>, name: string): number {
+export function real(data: Record<string, unknown>, name: string): number {
   const v = data[name];
   const x = typeof v === "bigint" ? Number(v) : v;
   if (typeof x !== "number" || !Number.isFinite(x)) throw new ConfigError(`${name} must be a finite number, got ${String(v)}`);
@@ -102,7 +102,7 @@ function reals(v: unknown, name: string): number[] {
   });
 }
 
-function parseBound(v: unknown, dim: number): Bound {
+export function parseBound(v: unknown, dim: number): Bound {
   if (typeof v !== "object" || v === null || Array.isArray(v)) throw new ConfigError("bound must be an object");
   const b = v as Record<string, unknown>;
   const radius = b["radius"] === null || b["radius"] === undefined ? null : real(b, "radius");

@@ -5,8 +5,8 @@
  * retried with exponential backoff and always resend the *same* recorded
  * message (same message id), which the server counts once.
  *
- * Implemented round kinds: tree (local and shuffle model). Others are refused
- * with a ConfigError naming the kind.
+ * Implemented round kinds: tree (local and shuffle model) and local_refine.
+ * Others are refused with a ConfigError naming the kind.
  */
 
 import { checkProtocol, parseTreeConfig, type TreeConfig } from "./config.js";
@@ -18,6 +18,7 @@ import { OsRandom, type DeviceRandom } from "./random.js";
 import { seal, sealedSubmission } from "./seal.js";
 import { checkPin, configDigest, verifyConfig } from "./signing.js";
 import { encodeTree, messageJson, messagesBinary, prepareTree, type DeviceMessage, type TreeRound } from "./tree.js";
+import { codebookJson, encodeLocalRefine, parseLocalRefineConfig, prepareLocalRefine } from "./local-refine.js";
 
 export interface DeviceOptions {
   serverUrl: string;
@@ -71,7 +72,11 @@ export class Device {
       if (state !== "open") throw new TransportError(`round ${roundId} is ${String(state)}, not open: nothing was sent and nothing charged`);
       const { config, key, digest } = await this.verified(roundId);
       const kind = config["kind"] ?? "tree";
-      if (kind !== "tree") throw new ConfigError(`this device cannot take part in ${String(kind)} rounds (it knows ['tree'])`);
+      if (kind === "local_refine") {
+        message = await this.localRefine(roundId, config, point);
+        return (await this.send(roundId, message)).json;
+      }
+      if (kind !== "tree") throw new ConfigError(`this device cannot take part in ${String(kind)} rounds (it knows ['local_refine', 'tree'])`);
       const round = this.prepared(roundId, config);
       const c = round.config;
       if (point.length !== c.dim) throw new ReportError(`round ${roundId} takes points of dimension ${c.dim}; this one has ${point.length}`);
@@ -89,6 +94,14 @@ export class Device {
       });
     }
     return (await this.send(roundId, message)).json;
+  }
+
+  private async localRefine(roundId: string, config: JsonObject, point: ArrayLike<number>): Promise<string> {
+    const round = prepareLocalRefine(parseLocalRefineConfig(config));
+    const c = round.config;
+    if (point.length !== c.dim) throw new ReportError(`round ${roundId} takes points of dimension ${c.dim}; this one has ${point.length}`);
+    const spend: Spend = { guarantee: "local", epsilon: c.privunit.epsilon, family: c.parent_id, note: `local refine of ${c.parent_id}` };
+    return this.ledger.record(roundId, spend, () => codebookJson(encodeLocalRefine(round, point, this.rnd)));
   }
 
   private prepared(roundId: string, config: JsonObject): TreeRound {
@@ -121,8 +134,9 @@ export class Device {
       return this.request("POST", `/rounds/${roundId}/messages`, message, "application/json", this.opts.shufflerUrl,
         { "X-Device-Token": this.opts.deviceToken });
     }
-    if (this.opts.binary ?? true) {
-      const m = JSON.parse(message) as DeviceMessage;
+    const parsed = JSON.parse(message) as Partial<DeviceMessage>;
+    if ((this.opts.binary ?? true) && "hist" in parsed && "vec" in parsed) {
+      const m = parsed as DeviceMessage;
       return this.request("POST", `/rounds/${roundId}/reports/binary`, messagesBinary([m]), "application/octet-stream");
     }
     return this.request("POST", `/rounds/${roundId}/reports`, message, "application/json");

@@ -23,4 +23,8 @@ export {
 export { configDigest, fingerprint, verifyConfig, type VerifiedConfig } from "./signing.js";
 export { seal, sealedSubmission } from "./seal.js";
 export { Ledger, LocalStorageLedgerStore, MemoryLedgerStore, fsum, type LedgerEntry, type LedgerStore, type Spend } from "./ledger.js";
+export {
+  blockVector, codebookJson, encodeLocalRefine, parseLocalRefineConfig, prepareLocalRefine,
+  type CodebookMessage, type LocalRefineConfig, type LocalRefineRound,
+} from "./local-refine.js";
 export { Device, deviceEpsilon, type DeviceOptions } from "./device.js";

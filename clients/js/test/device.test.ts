@@ -132,3 +132,28 @@ test("device: refuses a config signed by another key, a closed round, and charge
   throws(() => new Device({ serverUrl: "x", ledger, serverKey: "sha256:xyz" }), /TrustError/, "a malformed pin");
   ok(fromBase64(body["server_public_key"] as string).length === 32, "X25519 key");
 });
+
+test("device: a local refine round (JSON report, fresh-devices family rule) against a fake server", async () => {
+  const text = files["local_refine-local-privunit.json"];
+  ok(text !== undefined, "the local_refine vector file");
+  const cs = (parseJson(text!) as JsonObject)["cases"] as JsonObject[];
+  const ledger = new Ledger(new MemoryLedgerStore(), 10);
+  const run = async (c: JsonObject) => {
+    const pub = (c["outputs"] as JsonObject)["published"] as JsonObject;
+    const roundId = (c["inputs"] as JsonObject)["round_id"] as string;
+    const net = fakeNet(pub["body"] as JsonObject, roundId);
+    const device = new Device({ serverUrl: "http://s.test", ledger, serverKey: pub["fingerprint"] as string,
+      fetch: net.fetchFn as typeof fetch, backoffMs: 1 });
+    const point = ((c["inputs"] as JsonObject)["points"] as number[][])[0]!.map(Number);
+    await device.participate(roundId, point);
+    return net.log.filter((r) => r.method === "POST");
+  };
+  const posts = await run(cs[0]!);
+  ok(posts.length > 0 && posts.every((p) => p.url.endsWith("/reports") && p.type === "application/json"), "JSON posts to /reports");
+  const sent = JSON.parse(posts[0]!.body as string) as Record<string, unknown>;
+  eq(Object.keys(sent).join(","), "round_id,message_id,protocol,nonce,index", "a CodebookMessage");
+  const cfg = ((cs[0]!["inputs"] as JsonObject)["config"] as JsonObject);
+  eq(await ledger.spent(), Number((cfg["privunit"] as JsonObject)["epsilon"]), "charged privunit.epsilon");
+  // Every case shares the parent "parent": a second local refine round of that family is refused.
+  await rejects(run(cs[1]!), /PrivacyError: .*fresh devices/, "a second round of the same family");
+});

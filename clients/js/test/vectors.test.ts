@@ -28,6 +28,7 @@ import { BytesRandom } from "../src/random.js";
 import { fromBase64, fromHex, toHex, utf8 } from "../src/encoding.js";
 import { seal, sealedSubmission } from "../src/seal.js";
 import { PROTOCOL_VERSION } from "../src/public-stream.js";
+import { codebookJson, encodeLocalRefine, parseLocalRefineConfig, prepareLocalRefine } from "../src/local-refine.js";
 
 const GAUSS_ULPS = 5;
 
@@ -61,6 +62,49 @@ function checkArray(actual: ArrayLike<number>, summary: O, what: string, tol: nu
   let worst = 0;
   want.forEach((w, i) => (worst = Math.max(worst, Math.abs(actual[i]! - w) <= abs ? 0 : ulps(actual[i]!, w))));
   ok(worst <= tol, `${what}: ${worst} ulps from the reference (tolerance ${tol} ulps${abs ? ` or ${abs} absolute` : ""})`);
+}
+
+/** The published body: what the server signs and what the device checks; the verified config. */
+function checkPublished(c: O) {
+  const name = c["name"] as string;
+  const inputs = o(c["inputs"]);
+  const pub = o(o(c["outputs"])["published"]);
+  const body = o(pub["body"]);
+  const roundId = inputs["round_id"] as string;
+  eq(fingerprint(fromBase64(body["signing_key"] as string)), pub["fingerprint"], `${name}: fingerprint`);
+  eq(new TextDecoder().decode(signedBytes(body)), pub["signed_bytes"], `${name}: signed bytes`);
+  eq(canonical(inputs["config"]!), pub["config_canonical"], `${name}: canonical config`);
+  eq(configDigest(inputs["config"]!, body["server_public_key"] as string), pub["config_digest"], `${name}: digest`);
+  const verified = verifyConfig(body, roundId, pub["fingerprint"] as string);
+  eq(verified.digest, pub["config_digest"], `${name}: verified digest`);
+  const forged = { ...body, config: { ...o(body["config"]), k: 1000n } };
+  throws(() => verifyConfig(forged, roundId, pub["fingerprint"] as string), /TrustError: .*does not verify/, `${name}: a changed config`);
+  throws(() => verifyConfig(body, roundId, "sha256:" + "0".repeat(64)), /TrustError: .*not the pinned/, `${name}: another pin`);
+  return verified;
+}
+
+function checkLocalRefineCase(c: O): void {
+  const name = c["name"] as string;
+  const inputs = o(c["inputs"]);
+  const out = o(c["outputs"]);
+  const verified = checkPublished(c);
+  const round = prepareLocalRefine(parseLocalRefineConfig(verified.config));
+  eq(round.key.toString(16).padStart(16, "0"), o(out["public"])["codebook_key"], `${name}: codebook key`);
+  const point = (inputs["points"] as JsonValue[])[0] as JsonValue[];
+  const rnd = new BytesRandom(fromHex(inputs["device_random"] as string));
+  const trace: Parameters<typeof encodeLocalRefine>[3] = {};
+  const m = encodeLocalRefine(round, point.map(num), rnd, trace);
+  checkArray(trace!.ball!, o(out["ball"]), `${name}: ball point`, 4);
+  checkArray(trace!.u!, o(o(out["intermediates"])["block_vector"]), `${name}: block vector`, 4);
+  const draws = o(out["draws"]);
+  eq(trace!.selection!.inCap, draws["in_cap"], `${name}: cap coin`);
+  eq(m.nonce, draws["nonce"], `${name}: nonce`);
+  checkArray(trace!.selection!.u, o(o(draws["privunit"])["sphere_point"]), `${name}: sphere point`, 4);
+  const sent = o((out["messages"] as JsonValue[])[0]);
+  eq(sent["to"], "json", `${name}: destination`);
+  eq(codebookJson(m), sent["json"], `${name}: JSON`);
+  eq(codebookJson(m), sent["recorded"], `${name}: recorded message`);
+  eq(rnd.used, fromHex(inputs["device_random"] as string).length, `${name}: every private byte read, no more`);
 }
 
 function checkTreeCase(c: O): void {
@@ -167,9 +211,12 @@ test("vectors: protocol/vectors/ holds the conformance files", () => {
   ok(names.length > 0, "no vector files were embedded (protocol/vectors/ missing?)");
 });
 
+const IMPLEMENTED: Record<string, (c: O) => void> = { tree: checkTreeCase, local_refine: checkLocalRefineCase };
+
 for (const file of names) {
   const kind = file.split("-")[0]!;
-  if (kind !== "tree") {
+  const check = IMPLEMENTED[kind];
+  if (check === undefined) {
     todo(`vectors ${file}: reproduced by the TypeScript device`, `${kind} rounds are not implemented in TypeScript yet`, () => {
       throw new Error(`the TypeScript device does not implement ${kind} rounds yet: ${file} is not reproduced`);
     });
@@ -180,6 +227,6 @@ for (const file of names) {
     eq(num(doc["protocol"]), PROTOCOL_VERSION, `${file}: protocol`);
     const cases = (doc["cases"] as JsonValue[]).map(o);
     ok(cases.length > 0, `${file}: no cases`);
-    for (const c of cases) checkTreeCase(c);
+    for (const c of cases) check(c);
   });
 }
