@@ -37,6 +37,9 @@ def main() -> None:
     ]
     for d in docs:
         cases.append({"text": json.dumps(d, indent=2), "canonical": canonical(d).decode()})
+    import pydantic_core  # how pydantic writes floats in messages (PointMessage, StreamMessage)
+    for f in floats:
+        cases.append({"text": json.dumps(f), "pydantic": pydantic_core.to_json(f).decode()})
     OUT.write_text(json.dumps(cases, ensure_ascii=False) + "\n")
     print(f"wrote {OUT} ({len(cases)} cases)")
 

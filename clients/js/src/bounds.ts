@@ -11,6 +11,7 @@
 
 import type { Bound } from "./config.js";
 import { ReportError } from "./errors.js";
+import { npNorm } from "./numsum.js";
 
 function norm(v: ArrayLike<number>): number {
   let s = 0;
@@ -25,7 +26,7 @@ export function clipToBall(y: Float64Array, radius = 1.0): Float64Array {
   const unit = new Float64Array(y.length);
   const div = big > 0 ? big : 1.0;
   for (let i = 0; i < y.length; i++) unit[i] = y[i]! / div;
-  const unitNorm = norm(unit);
+  const unitNorm = npNorm(unit); // np.linalg.norm(unit, axis=1): numpy's pairwise order
   if (!(unitNorm * big > radius)) return Float64Array.from(y);
   const n = unitNorm > 0 ? unitNorm : 1.0;
   for (let i = 0; i < unit.length; i++) unit[i] = (unit[i]! / n) * radius;

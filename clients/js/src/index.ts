@@ -6,7 +6,7 @@
  */
 
 export { ConfigError, PrivacyError, ReportError, TransportError, TrustError } from "./errors.js";
-export { canonical, parseJson, type JsonObject, type JsonValue } from "./json.js";
+export { canonical, parseJson, pyFloat, pydanticFloat, type JsonObject, type JsonValue } from "./json.js";
 export { checkProtocol, parseTreeConfig, type Bound, type TreeConfig } from "./config.js";
 export { PROTOCOL_VERSION, PROTOCOLS } from "./public-stream.js";
 export * as publicStream from "./public-stream.js";
@@ -27,4 +27,5 @@ export {
   blockVector, codebookJson, encodeLocalRefine, parseLocalRefineConfig, prepareLocalRefine,
   type CodebookMessage, type LocalRefineConfig, type LocalRefineRound,
 } from "./local-refine.js";
+export { encodeCentral, encodeContinual, parseCuratorConfig, type CuratorConfig } from "./curator.js";
 export { Device, deviceEpsilon, type DeviceOptions } from "./device.js";

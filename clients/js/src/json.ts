@@ -174,6 +174,40 @@ export function pyFloat(x: number): string {
   return neg ? `-${body}` : body;
 }
 
+/**
+ * A finite double as pydantic writes it in a message (pydantic-core): the
+ * shortest round-trip digits, fixed notation from 1e-5 to below 1e16 (".0" on
+ * integral values), else d.ddde-X / d.ddde+X.
+ */
+export function pydanticFloat(x: number): string {
+  if (!Number.isFinite(x)) throw new RangeError(`${x} is not JSON`);
+  if (x === 0) return Object.is(x, -0) ? "-0.0" : "0.0";
+  const [mant, expText] = x.toExponential().split("e") as [string, string];
+  const exp = Number(expText);
+  const neg = mant.startsWith("-");
+  const digits = mant.replace("-", "").replace(".", "");
+  const kk = exp + 1;
+  let body: string;
+  if (kk > -5 && kk <= 0) body = `0.${"0".repeat(-kk)}${digits}`;
+  else if (kk > 0 && kk <= 16) {
+    body = digits.length <= kk ? `${digits}${"0".repeat(kk - digits.length)}.0` : `${digits.slice(0, kk)}.${digits.slice(kk)}`;
+  } else {
+    const frac = digits.length > 1 ? `${digits[0]}.${digits.slice(1)}` : digits;
+    body = `${frac}e${exp < 0 ? "-" : "+"}${Math.abs(exp)}`;
+  }
+  return neg ? `-${body}` : body;
+}
+
+/** A string as Python's json.dumps writes it (ensure_ascii=True: DEL and every non-ASCII UTF-16 unit as \\uXXXX). */
+export function pyAsciiString(s: string): string {
+  let out = "";
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    out += c > 0x7e ? `\\u${c.toString(16).padStart(4, "0")}` : c < 0x20 || c === 0x22 || c === 0x5c ? pyString(s[i]!).slice(1, -1) : s[i];
+  }
+  return `"${out}"`;
+}
+
 /** A string as Python's json.dumps(ensure_ascii=False) writes it. */
 export function pyString(s: string): string {
   let out = '"';

@@ -18,6 +18,7 @@
  */
 
 import { gaussianPair } from "./public-stream.js";
+import { npNorm } from "./numsum.js";
 import { type DeviceRandom, below, bernoulli, u64, uniform } from "./random.js";
 import { type Pair, fromPair, mix64Big, mix64Pair, toPair } from "./u64.js";
 
@@ -64,9 +65,7 @@ function fillCandidate(bhi: number, blo: number, dim: number, out: Float64Array,
     step.lo = s >>> 0;
     step.hi = (step.hi + G_HI + (s > 0xffffffff ? 1 : 0)) >>> 0;
   }
-  let ss = 0;
-  for (let i = 0; i < dim; i++) ss += out[i]! * out[i]!;
-  const n = Math.sqrt(ss);
+  const n = npNorm(out, 0, dim); // np.linalg.norm(g, axis=-1): numpy's pairwise order
   for (let i = 0; i < dim; i++) out[i] = out[i]! / n;
 }
 
@@ -119,9 +118,7 @@ export function capMask(sc: Float64Array, k: number): Uint8Array {
 
 /** Randomised rounding of a ball point to +-x/|x| with P(+) = (1 + |x|) / 2 (0 goes to +-e1). */
 export function roundToSphere(x: Float64Array, rnd: DeviceRandom): Float64Array {
-  let ss = 0;
-  for (let i = 0; i < x.length; i++) ss += x[i]! * x[i]!;
-  const norm = Math.sqrt(ss);
+  const norm = npNorm(x); // np.linalg.norm(x, axis=1)
   const u = new Float64Array(x.length);
   if (norm > 0) for (let i = 0; i < x.length; i++) u[i] = x[i]! / norm;
   else u[0] = 1.0;

@@ -28,6 +28,7 @@ import { BytesRandom } from "../src/random.js";
 import { fromBase64, fromHex, toHex, utf8 } from "../src/encoding.js";
 import { seal, sealedSubmission } from "../src/seal.js";
 import { PROTOCOL_VERSION } from "../src/public-stream.js";
+import { encodeCentral, encodeContinual, parseCuratorConfig } from "../src/curator.js";
 import { codebookJson, encodeLocalRefine, parseLocalRefineConfig, prepareLocalRefine } from "../src/local-refine.js";
 
 const GAUSS_ULPS = 5;
@@ -211,7 +212,37 @@ test("vectors: protocol/vectors/ holds the conformance files", () => {
   ok(names.length > 0, "no vector files were embedded (protocol/vectors/ missing?)");
 });
 
-const IMPLEMENTED: Record<string, (c: O) => void> = { tree: checkTreeCase, local_refine: checkLocalRefineCase };
+function checkCuratorCase(c: O): void {
+  const name = c["name"] as string;
+  const inputs = o(c["inputs"]);
+  const out = o(c["outputs"]);
+  const verified = checkPublished(c);
+  const config = parseCuratorConfig(verified.config);
+  const records = (inputs["points"] as JsonValue[][]).map((p) => p.map(num));
+  const ball = records.map((r) => Array.from(toBall(config.bound, r))).flat();
+  checkArray(ball, o(out["ball"]), `${name}: ball points`, 4);
+  const rnd = new BytesRandom(fromHex(inputs["device_random"] as string));
+  const sent = (out["messages"] as JsonValue[]).map(o);
+  const open = (m: O) => o((m["envelopes"] as JsonValue[])[0])["plaintext"];
+  if (config.kind === "central") {
+    const m = encodeCentral(config, records, verified.serverPublicKey, verified.digest, rnd);
+    eq(sent.length, 1, `${name}: one message`);
+    eq(m.json, open(sent[0]!), `${name}: PointMessage`);
+    eq(m.submission, sent[0]!["recorded"], `${name}: sealed submission`);
+  } else {
+    const m = encodeContinual(config, records[0]!, verified.serverPublicKey, verified.digest, rnd);
+    eq(sent.length, 2, `${name}: insertion and withdrawal`);
+    eq(m.insert, open(sent[0]!), `${name}: insertion`);
+    eq(m.withdraw, open(sent[1]!), `${name}: withdrawal`);
+    eq(m.insertSubmission, sent[0]!["recorded"], `${name}: sealed insertion`);
+    eq(m.withdrawSubmission, sent[1]!["recorded"], `${name}: sealed withdrawal`);
+  }
+  eq(rnd.used, fromHex(inputs["device_random"] as string).length, `${name}: every private byte read, no more`);
+}
+
+const IMPLEMENTED: Record<string, (c: O) => void> = {
+  tree: checkTreeCase, local_refine: checkLocalRefineCase, central: checkCuratorCase, continual: checkCuratorCase,
+};
 
 for (const file of names) {
   const kind = file.split("-")[0]!;
