@@ -9,6 +9,7 @@ errors are mapped to :class:`TransportError` here, at the boundary.
 from __future__ import annotations
 
 import base64
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,10 +20,9 @@ import numpy as np
 from shoal.client.kinds import device_kind
 from shoal.client.ledger import Ledger, Spend
 from shoal.client.participation import Participation, TransportError
-from shoal.common.binary_wire import CONTENT_TYPE, messages_to_binary
+from shoal.common.binary_wire import CONTENT_TYPE, decode_sketch, recorded_body, tree_json_to_binary
 from shoal.common.errors import ReportError
 from shoal.common.kinds import check_protocol, config_kinds, kind_name, parse_config
-from shoal.common.messages import DeviceMessage
 from shoal.common.signing import config_digest, pinned_key, verify_config
 from shoal.common.transport import check_url
 
@@ -117,19 +117,20 @@ class Device:
         return self._send(round_id, message)
 
     def _send(self, round_id: str, message: str) -> dict[str, int]:
-        if message.startswith(('{"sealed"', '{"parts"')):
+        body, where = wire_body(message, self.binary, round_id)
+        if where == "shuffler":
             if not self.shuffler_url:
                 raise TransportError(f"a sealed message for round {round_id} needs a shuffler_url")
             if not self.device_token:
                 raise TransportError(f"round {round_id} goes through the shuffler: this device needs a token the "
                                      "operator enrolled there (Device(device_token=...), POST /enrol on the shuffler)")
-            r = self._request("POST", f"/rounds/{round_id}/messages", base=self.shuffler_url, content=message.encode(),
+            r = self._request("POST", f"/rounds/{round_id}/messages", base=self.shuffler_url, content=body,
                               headers={"content-type": "application/json", "X-Device-Token": self.device_token})
-        elif self.binary and (body := _binary_body(message)) is not None:
+        elif where == "binary":
             r = self._request("POST", f"/rounds/{round_id}/reports/binary", content=body,
                               headers={"content-type": CONTENT_TYPE})
         else:
-            r = self._request("POST", f"/rounds/{round_id}/reports", content=message.encode(),
+            r = self._request("POST", f"/rounds/{round_id}/reports", content=body,
                               headers={"content-type": "application/json"})
         out: dict[str, int] = r.json()
         return out
@@ -175,13 +176,24 @@ class Device:
         raise TransportError(f"{method} {path} failed after {self.retries + 1} attempts: {last}")
 
 
-def _binary_body(message: str) -> bytes | None:
-    """A recorded tree report (JSON) as its binary body; None for other kinds' messages."""
-    try:
-        parsed = DeviceMessage.model_validate_json(message)
-    except ValueError:
-        return None
-    return messages_to_binary([parsed])
+def wire_body(message: str, binary: bool = True, round_id: str = "") -> tuple[bytes, str]:
+    """The bytes a recorded message is sent as, and where: "shuffler" (a sealed
+    submission), "binary" (``POST /reports/binary``: a tree report's record or
+    a local sketch's, ``common/binary_wire.py``) or "json" (``POST /reports``).
+    With ``binary=False`` a sketch recorded in binary goes as its JSON (same message id)."""
+    if message.startswith(('{"sealed"', '{"parts"')):
+        return message.encode(), "shuffler"
+    recorded = recorded_body(message)
+    if recorded is not None:
+        if binary:
+            return recorded, "binary"
+        fields = decode_sketch(recorded)  # the recorded message id: a retry is still counted once
+        body = {"round_id": round_id, "message_id": fields["message_id"], "protocol": recorded[4],
+                "sketch": fields["sketch"], "n0": fields["n0"]}
+        return json.dumps(body, separators=(",", ":")).encode(), "json"
+    if binary and (body := tree_json_to_binary(message)) is not None:
+        return body, "binary"
+    return message.encode(), "json"
 
 
 def _checked_point(round_id: str, config: dict[str, Any], point: np.ndarray | list[float]) -> np.ndarray:

@@ -27,13 +27,19 @@ Device randomness comes from OS entropy unless a Generator is passed
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 from numpy.typing import NDArray
 
+if TYPE_CHECKING:
+    from shoal.common.messages import DeviceMessage
+
+from shoal.common import device_random
 from shoal.common.hadamard import hadamard_sign
 from shoal.common.hashing import bucket_hash
 from shoal.common.local_hashing import randomise_buckets
-from shoal.common.messages import DeviceMessage, ReportBatch
+from shoal.common.messages import ReportBatch, device_json
 from shoal.common.nets import node_space
 from shoal.common.privunit import sample_decoded, select
 from shoal.common.public_random import PublicRandomness
@@ -41,8 +47,9 @@ from shoal.common.tree_round import RoundConfig
 
 
 def device_rng() -> np.random.Generator:
-    """A Generator seeded from OS entropy (never from the round's public seed)."""
-    return np.random.default_rng(np.random.SeedSequence())  # device-private: 128 bits from secrets
+    """A Generator seeded from OS entropy (never from the round's public seed);
+    the replayed bytes of a conformance vector inside ``device_random.replay``."""
+    return device_random.generator()
 
 
 def _column(keys: NDArray[np.uint64], log2_columns: int) -> NDArray[np.int64]:
@@ -132,3 +139,18 @@ def encode(
 ) -> DeviceMessage:
     """The wire message of one device."""
     return encode_batch(np.asarray(point, dtype=np.float64)[None, :], config, rng)[0]
+
+
+def tree_json(batch: ReportBatch, i: int = 0) -> str:
+    """Report ``i`` of a wire batch as ``DeviceMessage``'s JSON, written without
+    pydantic (``messages.device_json``; the server validates it with the model)."""
+    if not batch.is_wire:
+        raise ValueError("a simulation batch (decoded vectors, no codebook indices) cannot be sent")
+    hist = vec = None
+    if batch.hist_level[i] >= 0:
+        hist = {"level": int(batch.hist_level[i]), "seed_index": int(batch.hist_seed[i]),
+                "bucket": int(batch.hist_bucket[i])}
+    if batch.vec_level[i] >= 0:
+        vec = {"level": int(batch.vec_level[i]), "row": int(batch.vec_row[i]),
+               "nonce": f"{int(batch.vec_nonce[i]):016x}", "index": int(batch.vec_index[i])}
+    return device_json(batch.round_id, hist=hist, vec=vec)

@@ -25,14 +25,21 @@ keeps the same 22-byte row (``server/storage/report_rows.py``).
 
 from __future__ import annotations
 
+import base64
+import json
 import secrets
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from shoal.common.errors import ReportError
-from shoal.common.messages import DeviceMessage, ReportBatch
+from shoal.common.messages import ReportBatch
 from shoal.common.public_stream import PROTOCOL_VERSION, PROTOCOLS
+
+if TYPE_CHECKING:
+    from shoal.common.sketch import SketchParams
+    from shoal.common.wire_models import DeviceMessage, SketchMessage
 
 MAGIC = b"SHB"
 VERSION = 2  # the batch format
@@ -99,6 +106,24 @@ def decode_reports(body: bytes, round_id: str) -> tuple[list[str], ReportBatch]:
     return [ids[32 * i:32 * (i + 1)] for i in range(records.shape[0])], batch_from_rows(records["row"], round_id)
 
 
+def tree_json_to_binary(message: str) -> bytes | None:
+    """A device's recorded tree report (``DeviceMessage``'s JSON) as its binary
+    body, read with the standard library (no pydantic on the device); None for
+    any other message."""
+    try:
+        m = json.loads(message)
+    except ValueError:
+        return None
+    if not isinstance(m, dict) or set(m) != {"round_id", "message_id", "protocol", "hist", "vec"}:
+        return None
+    hist, vec = m["hist"] or {}, m["vec"] or {}
+    batch = ReportBatch(str(m["round_id"]), np.array([hist.get("level", -1)]), np.array([hist.get("seed_index", 0)]),
+                        np.array([hist.get("bucket", 0)]), np.array([vec.get("level", -1)]),
+                        np.array([vec.get("row", 0)]), np.zeros((1, 0)),
+                        np.array([int(vec.get("nonce", "0"), 16)], dtype=np.uint64), np.array([vec.get("index", -1)]))
+    return encode_reports(batch, [str(m["message_id"])])
+
+
 def messages_to_binary(messages: list[DeviceMessage]) -> bytes:
     """The binary body of tree reports held as wire messages, with their own
     message ids (a device converts its recorded JSON message when it sends:
@@ -117,3 +142,97 @@ def messages_to_binary(messages: list[DeviceMessage]) -> bytes:
     batch = ReportBatch(messages[0].round_id if n else "", cols["hist_level"], cols["hist_seed"], cols["hist_bucket"],
                         cols["vec_level"], cols["vec_row"], np.zeros((n, 0)), nonce, cols["vec_index"])
     return encode_reports(batch, [m.message_id for m in messages])
+
+
+# -- the local sketch report (issue 45, Build 5) --
+#
+# A local-model sketch is 2m reals on its public noise grid: each is k 2^e with
+# k an integer (``sketch.scramble``: rounded to the grid, plus exact discrete
+# Laplace noise in grid steps) and e = ``SketchParams.noise_grid(n0).exponent``.
+# The binary form sends the integers k, so it is exact (no float narrowing):
+#
+#     b"SHS" + format (1 byte, = 1) + protocol (1 byte, = 1)
+#         | message id (16 bytes) | n0 (u32) | e (i16) | width (1 byte: 4 or 8)
+#         | 2m signed little-endian integers of ``width`` bytes (real parts, then imaginary parts)
+#
+# 28 bytes of header and 4 bytes per real (width 4, when every |k| < 2^31; a
+# device at small eps may need width 8, chosen from the noisy output alone, so
+# the width is post-processing): 8 m + 28 bytes, against ~34 per complex entry
+# as JSON. The server reads it into the same ``SketchMessage`` it reads from
+# JSON (``POST /rounds/{id}/reports/binary``), so both are checked alike
+# (length m, the grid of n0).
+
+SKETCH_MAGIC = b"SHS"
+SKETCH_VERSION = 1
+SKETCH_HEADER = SKETCH_MAGIC + bytes([SKETCH_VERSION, PROTOCOL_VERSION])
+SKETCH_FIXED = np.dtype([("message_id", "V16"), ("n0", "<u4"), ("exponent", "<i2"), ("width", "u1")])
+
+
+def encode_sketch(units: NDArray[np.int64], n0: int, exponent: int, message_id: str) -> bytes:
+    """The binary body of one device's sketch: its 2m grid integers ``units``
+    (values units * 2^exponent), n0 and message id."""
+    units = np.asarray(units, dtype=np.int64)
+    width = 4 if units.size == 0 or int(np.abs(units).max()) < 1 << 31 else 8
+    fixed = np.zeros(1, dtype=SKETCH_FIXED)
+    try:
+        fixed["message_id"] = np.frombuffer(bytes.fromhex(message_id), dtype="V16")
+    except ValueError as exc:
+        raise ReportError(f"message ids must be 32 hex digits: {exc}") from exc
+    fixed["n0"], fixed["exponent"], fixed["width"] = n0, exponent, width
+    return SKETCH_HEADER + fixed.tobytes() + units.astype(f"<i{width}").tobytes()
+
+
+def decode_sketch(body: bytes) -> dict[str, Any]:
+    """The fields of a binary sketch body, as ``SketchMessage`` takes them
+    (``round_id`` is the caller's: it comes from the URL); ReportError if the
+    bytes are not one."""
+    if body[:3] != SKETCH_MAGIC:
+        raise ReportError(f"not a binary sketch: it must start with {SKETCH_MAGIC!r}")
+    if len(body) < 4 or body[3] != SKETCH_VERSION:
+        raise ReportError(f"binary sketch version {body[3] if len(body) > 3 else None}; this server reads "
+                          f"version {SKETCH_VERSION}")
+    if len(body) < 5 or body[4] not in PROTOCOLS:
+        raise ReportError(f"binary sketch of protocol {body[4] if len(body) > 4 else None}; this server accepts "
+                          f"protocol {', '.join(map(str, PROTOCOLS))}")
+    start = len(SKETCH_HEADER) + SKETCH_FIXED.itemsize
+    if len(body) < start:
+        raise ReportError(f"binary sketch of {len(body)} bytes is shorter than its {start}-byte header")
+    fixed = np.frombuffer(body[len(SKETCH_HEADER):start], dtype=SKETCH_FIXED)[0]
+    width = int(fixed["width"])
+    payload = body[start:]
+    if width not in (4, 8) or len(payload) % width:
+        raise ReportError(f"binary sketch of width {width} and {len(payload)} value bytes")
+    units = np.frombuffer(payload, dtype=f"<i{width}").astype(np.int64)
+    if np.any(np.abs(units) >= 1 << 53):
+        raise ReportError("binary sketch values must be below 2^53 grid steps")
+    values = np.ldexp(units.astype(np.float64), int(fixed["exponent"]))
+    return {"message_id": bytes(fixed["message_id"]).hex(), "sketch": values.tolist(), "n0": int(fixed["n0"])}
+
+
+def sketch_message(body: bytes, round_id: str) -> SketchMessage:
+    """The ``SketchMessage`` a binary sketch body carries (validated by the model)."""
+    from shoal.common.wire_models import SketchMessage
+
+    fields = decode_sketch(body)
+    try:
+        return SketchMessage(round_id=round_id, protocol=body[4], **fields)
+    except ValueError as exc:  # pydantic's ValidationError: a ReportError at the boundary (a 4xx, not a 500)
+        raise ReportError(f"binary sketch does not fit a sketch report: {exc}") from None
+
+
+def sketch_units(values: NDArray[np.float64], n0: int, params: SketchParams) -> tuple[NDArray[np.int64], int]:
+    """A device's sketch reals (on its grid) as grid integers and the grid's exponent."""
+    exponent = params.noise_grid(int(n0)).exponent
+    return np.rint(np.ldexp(np.asarray(values, dtype=np.float64), -exponent)).astype(np.int64), exponent
+
+
+def recorded_binary(body: bytes) -> str:
+    """A binary body as the string the device's ledger keeps (``Device`` sends its bytes)."""
+    return json.dumps({"binary": base64.b64encode(body).decode()})
+
+
+def recorded_body(message: str) -> bytes | None:
+    """The bytes of a ``recorded_binary`` string; None for any other message."""
+    if not message.startswith('{"binary"'):
+        return None
+    return base64.b64decode(json.loads(message)["binary"])

@@ -231,8 +231,12 @@ FREQUENCY_LABELS = {
 }
 
 
+@lru_cache(maxsize=4)
 def frequencies(params: SketchParams) -> NDArray[np.float64]:
-    """The public frequency matrix Omega (d, m), a function of the params alone.
+    """The public frequency matrix Omega (d, m), a function of the params alone,
+    computed once per round (cached on the frozen params, read-only: a device
+    answering one round, or a simulation of many devices, derives it once;
+    issue 45, Build 5: re-deriving it was a third of a device's sketch time).
 
     Read from the round's public streams (``common/public_stream.py``, labels
     in ``FREQUENCY_LABELS``; ``docs/protocol/public-randomness.md``):
@@ -248,7 +252,9 @@ def frequencies(params: SketchParams) -> NDArray[np.float64]:
     radius = _adapted_radius(public_stream.uniforms(params.seed, FREQUENCY_LABELS["radii"], m))
     lo, hi = math.log(params.scale_low), math.log(params.scale_high)
     bandwidth = np.exp(lo + public_stream.uniforms(params.seed, FREQUENCY_LABELS["bandwidths"], m) * (hi - lo))
-    return np.ascontiguousarray(direction * (radius / bandwidth)[None, :])
+    omega = np.ascontiguousarray(direction * (radius / bandwidth)[None, :])
+    omega.flags.writeable = False
+    return omega
 
 
 def features(x: NDArray[np.float64], omega: NDArray[np.float64]) -> NDArray[np.complex128]:

@@ -168,6 +168,11 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
     b.add_argument("--wire", action="store_true",
                    help="the bytes a device sends per round kind (JSON, binary, to the shuffler) beside its "
                         "randomiser's output, and secure-sum shares per device over n")
+    b.add_argument("--device", action="store_true",
+                   help="what one device report costs per round kind at d = 100 (the device's own code path, no "
+                        "HTTP): bytes on the wire, ms per report, and the ratio to a floor measured in the same run "
+                        "(one draw of the report's dimension + one X25519 seal); --json prints the rows")
+    b.add_argument("--json", action="store_true", help="with --device: the rows as a JSON list")
     b.add_argument("--soak", action="store_true",
                    help="a steady open-loop load on one server (--single-rate single reports/s plus --batch-rate "
                         "JSON batches/s of --batch-size) for --soak-seconds: p50/p99 latency and RSS per window")
@@ -298,7 +303,7 @@ def _bench(args: argparse.Namespace) -> int:
         args.out = Path(tempfile.mkdtemp(prefix="shoal-bench-"))
         print(f"shoal bench: results go to {args.out} (--out to choose)", file=sys.stderr)
     for flag, module in (("services", "services"), ("decode_memory", "decode_memory"), ("capacity", "capacity"),
-                         ("scale", "scale"), ("wire", "wire"),
+                         ("scale", "scale"), ("wire", "wire"), ("device", "device"),
                          ("greedy", "greedy"), ("continual", "continual"), ("soak", "soak")):
         if getattr(args, flag, False):  # each of these benchmarks is its own module's ``run``
             return int(importlib.import_module(f"shoal.deploy.bench.{module}").run(args))

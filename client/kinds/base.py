@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-from pydantic import BaseModel
 
 from shoal.client.ledger import Spend
 from shoal.client.participation import Participation
+
+if TYPE_CHECKING:  # the device path never loads pydantic (``common/messages.py``)
+    from pydantic import BaseModel
 
 
 @dataclass(frozen=True)

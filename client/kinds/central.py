@@ -7,6 +7,7 @@ round as "no local guarantee" with the release's central (eps, delta)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -15,11 +16,16 @@ from shoal.client.ledger import Spend
 from shoal.client.participation import Participation
 from shoal.common.central_round import NAME, CentralConfig
 from shoal.common.errors import ConfigError
-from shoal.common.messages import PointMessage, new_message_id
+from shoal.common.messages import device_json, new_message_id
+
+if TYPE_CHECKING:
+    from shoal.common.messages import PointMessage
 
 
 def _messages(config: CentralConfig, points: np.ndarray, per_device: int = 1) -> list[PointMessage]:
     """One message per device: consecutive groups of ``per_device`` rows."""
+    from shoal.common.messages import PointMessage
+
     ball = config.bound.to_ball(np.asarray(points, dtype=np.float64).reshape(-1, config.dim)).tolist()
     return [PointMessage(round_id=config.round_id, message_id=new_message_id(), points=ball[lo:lo + per_device])
             for lo in range(0, len(ball), per_device)]
@@ -37,7 +43,7 @@ class CentralDevice:
         spend = part.curator_spend("central", eps, delta,
                                    f"this device's raw point{'s' if x.shape[0] > 1 else ''}",
                                    "central, for all of this device's records:")
-        return spend, lambda: part.sealed(_messages(config, x, x.shape[0])[0].model_dump_json())
+        return spend, lambda: part.sealed(device_json(config.round_id, points=config.bound.to_ball(x).tolist()))
 
     def simulate(self, config: CentralConfig, points: np.ndarray, records_per_device: int) -> Simulated:
         return Simulated(messages=list(_messages(config, points, max(1, min(records_per_device,

@@ -9,8 +9,8 @@ delta), which covers the insertion and the withdrawal together."""
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,23 +18,31 @@ from shoal.client.kinds.base import Simulated
 from shoal.client.ledger import Spend
 from shoal.client.participation import Participation
 from shoal.common.continual_round import NAME, ContinualConfig
+from shoal.common.device_random import token_bytes
 from shoal.common.errors import ConfigError
-from shoal.common.messages import StreamMessage, new_message_id
+from shoal.common.messages import device_json, new_message_id
+
+if TYPE_CHECKING:
+    from shoal.common.messages import StreamMessage
 
 
 def new_item() -> str:
-    """A random 128-bit item token (hex), from the OS."""
-    return secrets.token_hex(16)
+    """A random 128-bit item token (hex), from the OS (``device_random``)."""
+    return token_bytes(16).hex()
 
 
 def insertions(config: ContinualConfig, points: np.ndarray, items: list[str]) -> list[StreamMessage]:
     """One insertion per row of ``points`` (clipped into the bound, mapped into the unit ball)."""
+    from shoal.common.messages import StreamMessage
+
     ball = config.bound.to_ball(np.asarray(points, dtype=np.float64).reshape(-1, config.dim)).tolist()
     return [StreamMessage(round_id=config.round_id, message_id=new_message_id(), op="insert", item=item, point=p)
             for item, p in zip(items, ball, strict=True)]
 
 
 def deletions(config: ContinualConfig, items: list[str]) -> list[StreamMessage]:
+    from shoal.common.messages import StreamMessage
+
     return [StreamMessage(round_id=config.round_id, message_id=new_message_id(), op="delete", item=item)
             for item in items]
 
@@ -54,8 +62,9 @@ class ContinualDevice:
 
         def build() -> tuple[str, str]:
             item = new_item()
-            return (part.sealed(insertions(config, x, [item])[0].model_dump_json()),
-                    part.sealed(deletions(config, [item])[0].model_dump_json()))
+            point = config.bound.to_ball(np.asarray(x, dtype=np.float64).reshape(-1, config.dim))[0].tolist()
+            return (part.sealed(device_json(config.round_id, op="insert", item=item, point=point)),
+                    part.sealed(device_json(config.round_id, op="delete", item=item, point=None)))
 
         return spend, build
 

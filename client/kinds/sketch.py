@@ -12,7 +12,8 @@ import numpy as np
 from shoal.client.kinds.base import Simulated
 from shoal.client.ledger import Spend
 from shoal.client.participation import Participation
-from shoal.client.sketch_encoder import sketch_messages, sketch_shares
+from shoal.client.sketch_encoder import sketch_body, sketch_messages, sketch_shares
+from shoal.common.binary_wire import recorded_binary
 from shoal.common.errors import ConfigError
 from shoal.common.sketch_round import NAME, SketchRoundConfig
 
@@ -26,7 +27,7 @@ class SketchDevice:
             n0 = x.shape[0]
             spend = Spend("local", n0 * config.sketch.epsilon,
                           note=f"sketch of {n0} records: eps {config.sketch.epsilon:g} per record, {n0} x for the user")
-            return spend, lambda: sketch_messages(x, np.array([n0]), config)[0].model_dump_json()
+            return spend, lambda: recorded_binary(sketch_body(x, config))
         if x.shape[0] != 1:
             raise ConfigError(f"a shuffle-model sketch round takes one record per device, got {x.shape[0]}")
         spend = part.secure_sum_spend(config.secure_sum)

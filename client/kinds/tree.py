@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from shoal.client.encoder import encode, encode_arrays
+from shoal.client.encoder import encode_arrays, tree_json
 from shoal.client.kinds.base import Simulated
 from shoal.client.ledger import Spend
 from shoal.client.participation import Participation
@@ -24,7 +24,7 @@ class TreeDevice:
             part.need_pin("shuffle-model")
 
         def make() -> str:
-            message = encode(x, config).model_dump_json()
+            message = tree_json(encode_arrays(np.asarray(x, dtype=np.float64).reshape(1, -1), config))
             return part.sealed(message) if config.model == "shuffle" else message
 
         # The local epsilon: the guarantee that holds even if the shuffler and the server collude.

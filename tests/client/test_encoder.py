@@ -29,7 +29,7 @@ def test_no_report_field_but_randomiser_outputs_depends_on_the_point():
     msgs = [m.model_dump() for m in encode_arrays(x1[:200], cfg).to_messages()]
     tree = next(m for m in msgs if m["hist"] is not None)
     root = next(m for m in msgs if m["hist"] is None)
-    assert set(tree) == {"round_id", "message_id", "hist", "vec"}
+    assert set(tree) == {"round_id", "message_id", "protocol", "hist", "vec"}
     assert set(tree["hist"]) == {"level", "seed_index", "bucket"}
     assert set(tree["vec"]) == {"level", "row", "nonce", "index"} and tree["vec"]["level"] >= 1
     assert root["vec"]["level"] == 0  # a root device: its root report alone
