@@ -96,6 +96,28 @@ def calibration_cases() -> dict[str, object]:
     return {"grr": grr, "cap": cap}
 
 
+def amplification_cases() -> list[dict[str, object]]:
+    from shoal.common.accounting import closed_form_epsilon, max_local_epsilon, numerical_delta
+    from shoal.common.errors import PrivacyError
+
+    out = []
+    for n in (2, 10, 1000, 2000, 100000, 1000000):
+        for eps0 in (0.5, 1.0, 2.0, 3.301539897918701, 4.0, 6.0, 8.0):
+            for eps in (0.1, 0.5, 1.0, 2.0):
+                try:
+                    cf = closed_form_epsilon(eps0, n, 1e-6)
+                except PrivacyError:
+                    cf = None
+                out.append({"eps0": eps0, "n": n, "eps": eps, "delta": numerical_delta(eps0, n, eps),
+                            "closed_form_1e-6": cf})
+    # eps0 at the boundary, as derive_config picks it
+    for n, eps, delta in ((2000, 1.0, 1e-6), (1000, 2.0, 1e-6), (100000, 0.5, 1e-8)):
+        e0 = max_local_epsilon(eps, delta, n, "fmt21-numerical")
+        out.append({"eps0": e0, "n": n, "eps": eps, "delta": numerical_delta(e0, n, eps), "closed_form_1e-6": None,
+                    "boundary_delta": delta})
+    return out
+
+
 def tree_case(name: str, config, points: np.ndarray, nonce: int) -> dict[str, object]:  # type: ignore[no-untyped-def]
     kind = config_kinds()["tree"]
     public = PublicRandomness.from_config(config)
@@ -173,6 +195,7 @@ def main() -> None:
         "hash": hash_cases(),
         "calibration": calibration_cases(),
         "tree": tree_cases(),
+        "amplification": amplification_cases(),
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n")

@@ -4,14 +4,15 @@
  * the Python device checks it: the protocol version first
  * (common/kinds.py `check_protocol`), then every field a device uses.
  *
- * Not yet re-verified here (the Python device does it, `_check_shuffle`):
- * a shuffle round's amplification claim (FMT21 numerically inverted). Its
- * fields are parsed and range-checked; the claim is taken as published.
+ * A shuffle round's claim is re-verified as the Python device does
+ * (`_check_shuffle`): the local epsilon shuffled in batches of min_batch must
+ * give (central_epsilon, delta) under the named FMT21 bound (`amplification.ts`).
  */
 
 import { ConfigError } from "./errors.js";
 import type { JsonObject, JsonValue } from "./json.js";
 import { PROTOCOLS } from "./public-stream.js";
+import { shuffleClaimHolds } from "./amplification.js";
 
 export interface Bound {
   radius: number | null;
@@ -221,6 +222,10 @@ function check(c: TreeConfig): void {
     if (!(c.delta > 0)) throw new ConfigError("a shuffle round needs delta in (0, 1)");
     if (c.min_batch < 2) throw new ConfigError("a shuffle round needs min_batch >= 2");
     if (c.epsilon < c.central_epsilon * (1 - 1e-9)) throw new ConfigError("local epsilon below the central one");
+    if (!shuffleClaimHolds(c.epsilon, c.min_batch, c.central_epsilon, c.delta, c.amplification_bound)) {
+      throw new ConfigError(`local epsilon ${c.epsilon} shuffled in batches of ${c.min_batch} does not give ` +
+        `(${c.central_epsilon}, ${c.delta})-DP under ${c.amplification_bound}`);
+    }
   } else if (c.delta || c.central_epsilon || c.min_batch || c.amplification_bound) {
     throw new ConfigError("delta, central_epsilon, min_batch and amplification_bound belong to shuffle rounds");
   }

@@ -5,3 +5,4 @@ import "./json.test.js";
 import "./tree.test.js";
 import "./vectors.test.js";
 import "./device.test.js";
+import "./amplification.test.js";

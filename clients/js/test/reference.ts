@@ -75,6 +75,7 @@ export interface Reference {
     cap: { epsilon: number; candidates: number; cap: number; numerator: number }[];
   };
   tree: TreeCase[];
+  amplification: { eps0: number; n: number; eps: number; delta: number; "closed_form_1e-6": number | null; boundary_delta?: number }[];
 }
 
 export const reference = raw as unknown as Reference;
