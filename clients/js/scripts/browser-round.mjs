@@ -1,0 +1,165 @@
+// A real round from real browsers (issue 40, item 3; needs the repo's Python venv and
+// `npm run build`): starts `shoal server` and `shoal shuffler` on 127.0.0.1, opens a
+// page in Debian's chromium that loads dist/shoal-device.js, and has it act as N devices
+// (each its own Device, ledger and OS randomness; sealed messages each with a fresh
+// ephemeral key) in a local-model and a shuffle-model tree round; the server decodes
+// both. Prints, per model, the decoded objective against the planted centers' and the
+// per-report encode time in chromium at d = 100 against the Python device's, measured
+// in the same run.
+//   node scripts/browser-round.mjs [devices per model] [seed]
+// Not done here (issue 40): the comparison with the same rounds from Python devices
+// over 3 seeds.
+import { spawn, execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+
+const n = Number(process.argv[2] ?? "1000");
+const seed = Number(process.argv[3] ?? "1");
+const root = new URL("../../../", import.meta.url).pathname;
+const shoal = process.env.SHOAL ?? join(root, ".venv/bin/shoal");
+const python = process.env.PYTHON ?? join(root, ".venv/bin/python");
+const dir = mkdtempSync(join(tmpdir(), "shoal-js-round-"));
+const base = 18000 + Math.floor(Math.random() * 2000);
+const [serverPort, shufflerPort] = [base, base + 1];
+const env = { ...process.env, SHOAL_KEY_PATH: join(dir, "key.pem"), SHOAL_OPERATOR_TOKEN: "operator-token-js-browser-round",
+  SHOAL_SHUFFLER_TOKEN: "shuffler-token-js-browser-round", SHOAL_ENROL_TOKEN: "enrol-token-js-browser-round" };
+const procs = [];
+const logs = { server: "", shuffler: "" };
+const start = (name, args) => {
+  const p = spawn(shoal, args, { env });
+  p.stdout.on("data", (d) => (logs[name] += d));
+  p.stderr.on("data", (d) => (logs[name] += d));
+  procs.push(p);
+  return p;
+};
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const up = async (url) => {
+  for (let i = 0; i < 300; i++) {
+    try { if ((await fetch(url)).ok) return; } catch { /* not yet */ }
+    await sleep(100);
+  }
+  throw new Error(`${url} did not come up:\n${JSON.stringify(logs)}`);
+};
+
+// Planted mixture: k = 3 well-separated Gaussian clusters in d = 2, radius bound 10.
+let s = seed >>> 0;
+const rand = () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+const gauss = () => Math.sqrt(-2 * Math.log(1 - rand())) * Math.cos(2 * Math.PI * rand());
+const centers = [[-5, -5], [5, 0], [0, 6]];
+const points = Array.from({ length: n }, (_, i) => centers[i % 3].map((c) => c + 0.8 * gauss()));
+const objective = (cs) => points.reduce((acc, p) => acc + Math.min(...cs.map((c) => (p[0] - c[0]) ** 2 + (p[1] - c[1]) ** 2)), 0) / n;
+
+let browser;
+try {
+  start("server", ["server", "--host", "127.0.0.1", "--port", String(serverPort), "--db", `sqlite:///${dir}/server.db`, "--log-level", "warning"]);
+  const serverUrl = `http://127.0.0.1:${serverPort}`;
+  await up(`${serverUrl}/protocol`);
+  const pin = /identity (sha256:[0-9a-f]{64})/.exec(logs.server)?.[1];
+  if (!pin) throw new Error(`no server identity printed:\n${logs.server}`);
+  const minBatch = Math.max(2, Math.floor(n / 4));
+  start("shuffler", ["shuffler", "--server-url", serverUrl, "--server-key", pin, "--min-batch", String(minBatch), "--host", "127.0.0.1",
+    "--port", String(shufflerPort), "--db", join(dir, "shuffler.db"), "--log-level", "warning"]);
+  const shufflerUrl = `http://127.0.0.1:${shufflerPort}`;
+  await up(`${shufflerUrl}/healthz`);
+
+  const op = { authorization: `Bearer ${env.SHOAL_OPERATOR_TOKEN}`, "content-type": "application/json" };
+  const create = async (body) => {
+    const r = await fetch(`${serverUrl}/rounds`, { method: "POST", headers: op, body: JSON.stringify(body) });
+    const j = await r.json();
+    if (!r.ok) throw new Error(`POST /rounds ${r.status}: ${JSON.stringify(j)}`);
+    return j;
+  };
+  const local = await create({ k: 3, dim: 2, epsilon: 4, n_expected: n, encoder: "nettree", bound: { radius: 10 } });
+  const shuffled = await create({ k: 3, dim: 2, epsilon: 1, delta: 1e-6, min_batch: minBatch, model: "shuffle", n_expected: n,
+    encoder: "nettree", bound: { radius: 10 } });
+  const wide = await create({ k: 10, dim: 100, epsilon: 4, n_expected: 100000, encoder: "lsh", bound: { radius: 1 } });
+  const enrolled = await (await fetch(`${shufflerUrl}/enrol`, { method: "POST", headers: { authorization: `Bearer ${env.SHOAL_ENROL_TOKEN}`,
+    "content-type": "application/json" }, body: JSON.stringify({ count: n }) })).json();
+  const tokens = enrolled.tokens;
+  if (!tokens || tokens.length !== n) throw new Error(`enrolment: ${JSON.stringify(enrolled).slice(0, 200)}`);
+
+  browser = await chromium.launch({ executablePath: process.env.CHROMIUM || "/usr/bin/chromium", args: ["--no-sandbox"] });
+  const page = await browser.newPage();
+  const bundle = readFileSync(new URL("../dist/shoal-device.js", import.meta.url), "utf8");
+  await page.route("http://localhost/**", async (route) => {
+    const url = new URL(route.request().url());
+    if (url.pathname === "/shoal-device.js") return route.fulfill({ contentType: "text/javascript", body: bundle });
+    for (const [prefix, target] of [["/server", serverUrl], ["/shuffler", shufflerUrl]]) {
+      if (url.pathname.startsWith(prefix + "/")) {
+        const response = await route.fetch({ url: target + url.pathname.slice(prefix.length) + url.search });
+        return route.fulfill({ response });
+      }
+    }
+    return route.fulfill({ contentType: "text/html", body: '<!doctype html><meta charset="utf-8"><title>shoal devices</title>' });
+  });
+  await page.goto("http://localhost/");
+  const run = async (roundId, withShuffler) => page.evaluate(async ({ roundId, pin, points, tokens, withShuffler }) => {
+    const m = await import("/shoal-device.js");
+    const t0 = performance.now();
+    let next = 0;
+    const answers = [];
+    const worker = async () => {
+      for (let i = next++; i < points.length; i = next++) {
+        const device = new m.Device({ serverUrl: location.origin + "/server", serverKey: pin, ledger: new m.Ledger(new m.MemoryLedgerStore(), 10),
+          ...(withShuffler ? { shufflerUrl: location.origin + "/shuffler", deviceToken: tokens[i] } : {}) });
+        answers.push(await device.participate(roundId, points[i]));
+      }
+    };
+    await Promise.all(Array.from({ length: 8 }, worker));
+    return { ms: performance.now() - t0, answers: answers.length };
+  }, { roundId, pin, points, tokens, withShuffler });
+
+  const out = {};
+  for (const [name, round, shuffle] of [["local", local, false], ["shuffle", shuffled, true]]) {
+    const r = await run(round.id, shuffle);
+    // The shuffler releases batches of at least min_batch: up to min_batch - 1 messages stay held.
+    const expected = shuffle ? n - (minBatch - 1) : n;
+    if (shuffle) {
+      for (let i = 0; i < 150; i++) {
+        const st = await (await fetch(`${serverUrl}/rounds/${round.id}`)).json();
+        if (st.reports >= expected) break;
+        await sleep(200);
+      }
+    }
+    const st = await (await fetch(`${serverUrl}/rounds/${round.id}`)).json();
+    const res = await (await fetch(`${serverUrl}/rounds/${round.id}/cluster`, { method: "POST", headers: op, body: "{}" })).json();
+    const cs = res.centers ?? [];
+    out[name] = { devices: n, expected_at_least: expected, browser_ms_per_device: +(r.ms / n).toFixed(2), reports_at_server: st.reports,
+      objective: +objective(cs).toFixed(4), planted_objective: +objective(centers).toFixed(4),
+      centers: cs.map((c) => c.map((v) => +v.toFixed(2))) };
+  }
+
+  // Encode time per report at d = 100 in chromium, against the Python device on the same config.
+  const cfgText = await (await fetch(`${serverUrl}/rounds/${wide.id}/config`)).text();
+  const chromiumMs = await page.evaluate(async (cfgText) => {
+    const m = await import("/shoal-device.js");
+    const body = m.parseJson(cfgText);
+    const round = m.prepareTree(m.parseTreeConfig(body.config));
+    const rnd = new m.OsRandom();
+    const pts = Array.from({ length: 120 }, () => Array.from({ length: 100 }, () => (Math.random() - 0.5) * 0.2));
+    for (let i = 0; i < 20; i++) m.encodeTree(round, pts[i], rnd);
+    const t0 = performance.now();
+    for (const p of pts.slice(20)) m.encodeTree(round, p, rnd);
+    return (performance.now() - t0) / 100;
+  }, cfgText);
+  const pyMs = Number(execFileSync(python, ["-c", `
+import json, sys, time, numpy as np
+from shoal.common.kinds import parse_config
+from shoal.client.encoder import encode
+config = parse_config(json.loads(sys.stdin.read())["config"])
+pts = np.random.default_rng(0).normal(size=(120, 100)) * 0.1
+for p in pts[:20]: encode(p, config)
+t = time.perf_counter()
+for p in pts[20:]: encode(p, config)
+print((time.perf_counter() - t) / 100 * 1e3)`], { input: cfgText }).toString().trim());
+  out.encode_d100 = { chromium_ms_per_report: +chromiumMs.toFixed(2), python_ms_per_report: +pyMs.toFixed(2), ratio: +(chromiumMs / pyMs).toFixed(2) };
+  out.chromium = browser.version();
+  console.log(JSON.stringify(out, null, 1));
+  const bad = ["local", "shuffle"].filter((k) => !(out[k].reports_at_server >= out[k].expected_at_least && out[k].reports_at_server <= n));
+  if (bad.length) throw new Error(`the server did not receive every report in: ${bad.join(", ")}`);
+} finally {
+  if (browser) await browser.close();
+  for (const p of procs) p.kill("SIGTERM");
+}
