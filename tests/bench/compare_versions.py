@@ -72,9 +72,13 @@ def _cell(spec: dict, seed: int, data_dir: str) -> dict:
 
 
 def _package(tree: Path, root: Path) -> Path:
+    """A ``shoal`` namespace package of symlinks to ``tree``'s folders. ``deploy``
+    is linked too: the cells import ``shoal.deploy``, which would otherwise
+    resolve through the editable install to this checkout's own deploy/
+    (another version than the tree's common/)."""
     pkg = root / "shoal"
     pkg.mkdir(parents=True, exist_ok=True)
-    for name in ("common", "client", "server", "shuffler"):
+    for name in ("common", "client", "server", "shuffler", "deploy"):
         link = pkg / name
         if link.is_symlink() or link.exists():
             link.unlink()

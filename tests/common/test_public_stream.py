@@ -121,7 +121,7 @@ PINNED = {
     "tree-lsh/level_keys": "db5a8b88502336a1",
     "tree-lsh/hist_seeds": "1b3e33c4b5c90f1f",
     "tree-lsh/vec_key": "728031c5c45ff707",
-    "tree-nettree/projection": "ac9369535d4b0a81",
+    "tree-nettree/projection": "293d2c0221104558",
     "tree-nettree/shifts": "96faaa85a860be92",
     "tree-nettree/level_keys": "144b51a516b45aa0",
     "tree-nettree/hist_seeds": "1b3e33c4b5c90f1f",
@@ -145,13 +145,28 @@ def test_the_exact_objects_follow_the_spec_from_the_stream_alone():
     assert pr.level_keys.tolist() == _spec_words(SEED, "shoal/v1/tree/node-keys", cfg.levels + 1)
     assert pr.hist_seeds.tolist() == _spec_words(SEED, "shoal/v1/tree/olh-seeds", cfg.hist_pool)
     assert pr.vec_key == _spec_words(SEED, "shoal/v1/tree/privunit-key", 1)[0]
-    a = 1.0 / math.sqrt(cfg.proj_dim) / (1.0 + math.sqrt(2.0 / cfg.proj_dim))
-    raw = _spec_bytes(SEED, "shoal/v1/tree/projection", (cfg.proj_dim * cfg.dim + 7) // 8)
-    signs = [1 - 2 * ((raw[i // 8] >> (i % 8)) & 1) for i in range(cfg.proj_dim * cfg.dim)]
-    assert pr.projection is not None and pr.projection.ravel().tolist() == [s * a for s in signs]
     w = _spec_words(SEED, "shoal/v1/tree/lattice-shifts", (cfg.levels + 1) * cfg.proj_dim)
     want = [(x >> 11) / 2**53 * 2.0 ** (2 - i // cfg.proj_dim) for i, x in enumerate(w)]
     assert pr.shifts.ravel().tolist() == want
+
+
+def test_the_projection_is_stream_gaussians_times_the_scale_within_the_tolerance():
+    """P = Gaussians(d', d) * a, a = (1 / sqrt(d')) / (1 + sqrt(2 / d')) exact
+    (no transcendental), the Gaussians the spec's Box-Muller through ``math``:
+    within the 4 ulps the spec allows (here 2 ulps of each Gaussian, times a)."""
+    cfg = derive_config(10_000, 12, 4, 2.0, encoder="nettree", seed=SEED)
+    pr = PublicRandomness.from_config(cfg)
+    a = 1.0 / math.sqrt(cfg.proj_dim) / (1.0 + math.sqrt(2.0 / cfg.proj_dim))
+    n = cfg.proj_dim * cfg.dim
+    g = []
+    for w in _spec_words(SEED, "shoal/v1/tree/projection", (n + 1) // 2):
+        u1, u2 = ((w >> 32) + 0.5) * 2.0**-32, (w & 0xFFFFFFFF) * 2.0**-32
+        r = math.sqrt(-2.0 * math.log(u1))
+        g += [r * math.cos(2 * math.pi * u2), r * math.sin(2 * math.pi * u2)]
+    want = np.array([x * a for x in g[:n]])
+    assert pr.projection is not None and pr.projection.shape == (cfg.proj_dim, cfg.dim)
+    ulps = np.abs(pr.projection.ravel() - want) / np.spacing(np.abs(want))
+    assert float(ulps.max()) <= 4
 
 
 def test_a_codebook_a_few_ulps_off_keeps_the_cap_probability_and_moves_the_decode_by_ulps(monkeypatch):
