@@ -7,16 +7,20 @@
 // per-report encode time in chromium at d = 100 against the Python device's, measured
 // in the same run.
 //   node scripts/browser-round.mjs [devices per model] [seed]
-// Not done here (issue 40): the comparison with the same rounds from Python devices
-// over 3 seeds.
-import { spawn, execFileSync } from "node:child_process";
+// With --python: the same rounds (same parameters, same points, fresh rounds) also from
+// Python devices (scripts/python_devices.py), and the ratio of the decoded objectives
+// (browser / Python); run it for 3 seeds and take the mean for the issue's 10% criterion.
+import { spawn, execFile, execFileSync } from "node:child_process";
+import { promisify } from "node:util";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
 
-const n = Number(process.argv[2] ?? "1000");
-const seed = Number(process.argv[3] ?? "1");
+const positional = process.argv.slice(2).filter((a) => !a.startsWith("--"));
+const n = Number(positional[0] ?? "1000");
+const seed = Number(positional[1] ?? "1");
+const withPython = process.argv.includes("--python");
 const root = new URL("../../../", import.meta.url).pathname;
 const shoal = process.env.SHOAL ?? join(root, ".venv/bin/shoal");
 const python = process.env.PYTHON ?? join(root, ".venv/bin/python");
@@ -35,6 +39,12 @@ const start = (name, args) => {
   return p;
 };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const fetchRaw = globalThis.fetch;
+const fetch = async (url, init) => {
+  for (let i = 0; ; i++) {
+    try { return await fetchRaw(url, init); } catch (e) { if (i >= 3) throw e; await sleep(200); }
+  }
+};
 const up = async (url) => {
   for (let i = 0; i < 300; i++) {
     try { if ((await fetch(url)).ok) return; } catch { /* not yet */ }
@@ -71,14 +81,19 @@ try {
     if (!r.ok) throw new Error(`POST /rounds ${r.status}: ${JSON.stringify(j)}`);
     return j;
   };
-  const local = await create({ k: 3, dim: 2, epsilon: 4, n_expected: n, encoder: "nettree", bound: { radius: 10 } });
-  const shuffled = await create({ k: 3, dim: 2, epsilon: 1, delta: 1e-6, min_batch: minBatch, model: "shuffle", n_expected: n,
-    encoder: "nettree", bound: { radius: 10 } });
+  const localSpec = { k: 3, dim: 2, epsilon: 4, n_expected: n, encoder: "nettree", bound: { radius: 10 } };
+  const shuffleSpec = { k: 3, dim: 2, epsilon: 1, delta: 1e-6, min_batch: minBatch, model: "shuffle", n_expected: n,
+    encoder: "nettree", bound: { radius: 10 } };
+  const local = await create(localSpec);
+  const shuffled = await create(shuffleSpec);
   const wide = await create({ k: 10, dim: 100, epsilon: 4, n_expected: 100000, encoder: "lsh", bound: { radius: 1 } });
-  const enrolled = await (await fetch(`${shufflerUrl}/enrol`, { method: "POST", headers: { authorization: `Bearer ${env.SHOAL_ENROL_TOKEN}`,
-    "content-type": "application/json" }, body: JSON.stringify({ count: n }) })).json();
-  const tokens = enrolled.tokens;
-  if (!tokens || tokens.length !== n) throw new Error(`enrolment: ${JSON.stringify(enrolled).slice(0, 200)}`);
+  const enrol = async () => {
+    const enrolled = await (await fetch(`${shufflerUrl}/enrol`, { method: "POST", headers: { authorization: `Bearer ${env.SHOAL_ENROL_TOKEN}`,
+      "content-type": "application/json" }, body: JSON.stringify({ count: n }) })).json();
+    if (!enrolled.tokens || enrolled.tokens.length !== n) throw new Error(`enrolment: ${JSON.stringify(enrolled).slice(0, 200)}`);
+    return enrolled.tokens;
+  };
+  const tokens = await enrol();
 
   browser = await chromium.launch({ executablePath: process.env.CHROMIUM || "/usr/bin/chromium", args: ["--no-sandbox"] });
   const page = await browser.newPage();
@@ -112,23 +127,37 @@ try {
   }, { roundId, pin, points, tokens, withShuffler });
 
   const out = {};
-  for (const [name, round, shuffle] of [["local", local, false], ["shuffle", shuffled, true]]) {
-    const r = await run(round.id, shuffle);
+  const decode = async (round, shuffle) => {
     // The shuffler releases batches of at least min_batch: up to min_batch - 1 messages stay held.
     const expected = shuffle ? n - (minBatch - 1) : n;
-    if (shuffle) {
-      for (let i = 0; i < 150; i++) {
-        const st = await (await fetch(`${serverUrl}/rounds/${round.id}`)).json();
-        if (st.reports >= expected) break;
-        await sleep(200);
-      }
+    for (let i = 0; shuffle && i < 150; i++) {
+      if ((await (await fetch(`${serverUrl}/rounds/${round.id}`)).json()).reports >= expected) break;
+      await sleep(200);
     }
     const st = await (await fetch(`${serverUrl}/rounds/${round.id}`)).json();
     const res = await (await fetch(`${serverUrl}/rounds/${round.id}/cluster`, { method: "POST", headers: op, body: "{}" })).json();
-    const cs = res.centers ?? [];
-    out[name] = { devices: n, expected_at_least: expected, browser_ms_per_device: +(r.ms / n).toFixed(2), reports_at_server: st.reports,
-      objective: +objective(cs).toFixed(4), planted_objective: +objective(centers).toFixed(4),
-      centers: cs.map((c) => c.map((v) => +v.toFixed(2))) };
+    return { expected, reports: st.reports, centers: res.centers ?? [] };
+  };
+  const python_ = async (round, shuffle) => {
+    const job = { server: serverUrl, shuffler: shuffle ? shufflerUrl : null, pin, round: round.id, points,
+      tokens: shuffle ? await enrol() : null };
+    const child = promisify(execFile)(python, [join(root, "clients/js/scripts/python_devices.py")], { maxBuffer: 1 << 24 });
+    child.child.stdin.end(JSON.stringify(job));
+    await child;
+    return decode(round, shuffle);
+  };
+  for (const [name, round, shuffle, spec] of [["local", local, false, localSpec], ["shuffle", shuffled, true, shuffleSpec]]) {
+    const r = await run(round.id, shuffle);
+    const d = await decode(round, shuffle);
+    out[name] = { devices: n, expected_at_least: d.expected, browser_ms_per_device: +(r.ms / n).toFixed(2), reports_at_server: d.reports,
+      objective: +objective(d.centers).toFixed(4), planted_objective: +objective(centers).toFixed(4),
+      centers: d.centers.map((c) => c.map((v) => +v.toFixed(2))) };
+    if (withPython) {
+      const p = await python_(await create(spec), shuffle);
+      out[name].python = { reports_at_server: p.reports, objective: +objective(p.centers).toFixed(4),
+        centers: p.centers.map((c) => c.map((v) => +v.toFixed(2))) };
+      out[name].objective_ratio_browser_over_python = +(objective(d.centers) / objective(p.centers)).toFixed(3);
+    }
   }
 
   // Encode time per report at d = 100 in chromium, against the Python device on the same config.
