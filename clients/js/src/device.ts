@@ -5,8 +5,9 @@
  * retried with exponential backoff and always resend the *same* recorded
  * message (same message id), which the server counts once.
  *
- * Implemented round kinds: tree (local and shuffle model) and local_refine.
- * Others are refused with a ConfigError naming the kind.
+ * Implemented round kinds: tree (local and shuffle model), local_refine, and
+ * sketch in the local model without subsampling. Others are refused with a
+ * ConfigError naming the kind.
  */
 
 import { checkProtocol, parseTreeConfig, type TreeConfig } from "./config.js";
@@ -19,6 +20,7 @@ import { seal, sealedSubmission } from "./seal.js";
 import { checkPin, configDigest, verifyConfig } from "./signing.js";
 import { encodeTree, messageJson, messagesBinary, prepareTree, type DeviceMessage, type TreeRound } from "./tree.js";
 import { codebookJson, encodeLocalRefine, parseLocalRefineConfig, prepareLocalRefine } from "./local-refine.js";
+import { encodeSketch, parseSketchConfig, prepareSketch, recordedBinary, sketchBinary, sketchJson } from "./sketch.js";
 
 export interface DeviceOptions {
   serverUrl: string;
@@ -64,19 +66,30 @@ export class Device {
     this.http = opts.fetch ?? globalThis.fetch.bind(globalThis);
   }
 
-  /** Encode `point` for the round (once, ever, for this ledger) and deliver it. Returns the server's or shuffler's answer. */
-  async participate(roundId: string, point: ArrayLike<number>): Promise<unknown> {
+  /**
+   * Encode `point` for the round (once, ever, for this ledger) and deliver it. Returns the
+   * server's or shuffler's answer. In a local sketch round `point` may also be the device's
+   * records (an array of points): one sketch summarises them all.
+   */
+  async participate(roundId: string, pointOrRecords: ArrayLike<number> | readonly ArrayLike<number>[]): Promise<unknown> {
+    const records: readonly ArrayLike<number>[] = isRecords(pointOrRecords) ? pointOrRecords : [pointOrRecords as ArrayLike<number>];
+    const point = records[0] ?? [];
     let message = await this.ledger.messageFor(roundId);
     if (message === null) {
       const state = ((await this.request("GET", `/rounds/${roundId}`)).json as JsonObject)["state"];
       if (state !== "open") throw new TransportError(`round ${roundId} is ${String(state)}, not open: nothing was sent and nothing charged`);
       const { config, key, digest } = await this.verified(roundId);
       const kind = config["kind"] ?? "tree";
+      if (records.length !== 1 && kind !== "sketch") throw new ReportError(`round ${roundId} takes one point per device`);
       if (kind === "local_refine") {
         message = await this.localRefine(roundId, config, point);
         return (await this.send(roundId, message)).json;
       }
-      if (kind !== "tree") throw new ConfigError(`this device cannot take part in ${String(kind)} rounds (it knows ['local_refine', 'tree'])`);
+      if (kind === "sketch") {
+        message = await this.sketch(roundId, config, records);
+        return (await this.send(roundId, message)).json;
+      }
+      if (kind !== "tree") throw new ConfigError(`this device cannot take part in ${String(kind)} rounds (it knows ['local_refine', 'sketch', 'tree'])`);
       const round = this.prepared(roundId, config);
       const c = round.config;
       if (point.length !== c.dim) throw new ReportError(`round ${roundId} takes points of dimension ${c.dim}; this one has ${point.length}`);
@@ -102,6 +115,20 @@ export class Device {
     if (point.length !== c.dim) throw new ReportError(`round ${roundId} takes points of dimension ${c.dim}; this one has ${point.length}`);
     const spend: Spend = { guarantee: "local", epsilon: c.privunit.epsilon, family: c.parent_id, note: `local refine of ${c.parent_id}` };
     return this.ledger.record(roundId, spend, () => codebookJson(encodeLocalRefine(round, point, this.rnd)));
+  }
+
+  private async sketch(roundId: string, config: JsonObject, records: readonly ArrayLike<number>[]): Promise<string> {
+    const round = prepareSketch(parseSketchConfig(config));
+    const c = round.config;
+    for (const r of records) {
+      if (r.length !== c.dim) throw new ReportError(`round ${roundId} takes points of dimension ${c.dim}; this one has ${r.length}`);
+      for (let i = 0; i < r.length; i++) if (!Number.isFinite(r[i]!)) throw new ReportError(`round ${roundId}: a record has non-finite coordinates`);
+    }
+    if (c.model !== "local") throw new ConfigError(`round ${roundId} is a shuffle-model sketch round: not implemented in this device`);
+    const n0 = records.length;
+    const spend: Spend = { guarantee: "local", epsilon: n0 * c.sketch.epsilon,
+      note: `sketch of ${n0} records: eps ${c.sketch.epsilon} per record, ${n0} x for the user` };
+    return this.ledger.record(roundId, spend, () => recordedBinary(sketchBinary(encodeSketch(round, records, this.rnd))));
   }
 
   private prepared(roundId: string, config: JsonObject): TreeRound {
@@ -133,6 +160,11 @@ export class Device {
       if (!this.opts.deviceToken) throw new TransportError(`round ${roundId} goes through the shuffler: this device needs a token the operator enrolled there`);
       return this.request("POST", `/rounds/${roundId}/messages`, message, "application/json", this.opts.shufflerUrl,
         { "X-Device-Token": this.opts.deviceToken });
+    }
+    if (message.startsWith('{"binary"')) {
+      const body = fromBase64((JSON.parse(message) as { binary: string }).binary);
+      if (this.opts.binary ?? true) return this.request("POST", `/rounds/${roundId}/reports/binary`, body, "application/octet-stream");
+      return this.request("POST", `/rounds/${roundId}/reports`, sketchJson(roundId, body), "application/json");
     }
     const parsed = JSON.parse(message) as Partial<DeviceMessage>;
     if ((this.opts.binary ?? true) && "hist" in parsed && "vec" in parsed) {
@@ -175,6 +207,10 @@ export class Device {
     }
     throw new TransportError(`${method} ${path} failed after ${retries + 1} attempts: ${last}`);
   }
+}
+
+function isRecords(v: ArrayLike<number> | readonly ArrayLike<number>[]): v is readonly ArrayLike<number>[] {
+  return v.length > 0 && typeof v[0] === "object" && v[0] !== null;
 }
 
 function bigints(_k: string, v: unknown): unknown {

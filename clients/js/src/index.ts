@@ -27,5 +27,9 @@ export {
   blockVector, codebookJson, encodeLocalRefine, parseLocalRefineConfig, prepareLocalRefine,
   type CodebookMessage, type LocalRefineConfig, type LocalRefineRound,
 } from "./local-refine.js";
+export {
+  discreteLaplace, encodeSketch, frequencies, noiseGrid, parseSketchConfig, prepareSketch, recordedBinary, sketchBinary, sketchJson,
+  type SketchConfig, type SketchReport, type SketchRound,
+} from "./sketch.js";
 export { encodeCentral, encodeContinual, parseCuratorConfig, type CuratorConfig } from "./curator.js";
 export { Device, deviceEpsilon, type DeviceOptions } from "./device.js";

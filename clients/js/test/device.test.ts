@@ -157,3 +157,23 @@ test("device: a local refine round (JSON report, fresh-devices family rule) agai
   // Every case shares the parent "parent": a second local refine round of that family is refused.
   await rejects(run(cs[1]!), /PrivacyError: .*fresh devices/, "a second round of the same family");
 });
+
+test("device: a local sketch round of several records (binary body, charged n0 eps) against a fake server", async () => {
+  const text = files["sketch-local-sketch.json"];
+  ok(text !== undefined, "the sketch vector file");
+  const c = ((parseJson(text!) as JsonObject)["cases"] as JsonObject[]).find((x) => ((x["inputs"] as JsonObject)["points"] as unknown[]).length > 1)!;
+  const pub = (c["outputs"] as JsonObject)["published"] as JsonObject;
+  const roundId = (c["inputs"] as JsonObject)["round_id"] as string;
+  const net = fakeNet(pub["body"] as JsonObject, roundId);
+  const ledger = new Ledger(new MemoryLedgerStore(), 100);
+  const device = new Device({ serverUrl: "http://s.test", ledger, serverKey: pub["fingerprint"] as string,
+    fetch: net.fetchFn as typeof fetch, backoffMs: 1 });
+  const records = ((c["inputs"] as JsonObject)["points"] as number[][]).map((p) => p.map(Number));
+  await device.participate(roundId, records);
+  const posts = net.log.filter((r) => r.method === "POST");
+  ok(posts.every((p) => p.url.endsWith("/reports/binary")), "binary posts");
+  const body = posts[0]!.body as Uint8Array;
+  eq(String.fromCharCode(body[0]!, body[1]!, body[2]!), "SHS", "a binary sketch");
+  const eps = Number((((c["inputs"] as JsonObject)["config"] as JsonObject)["sketch"] as JsonObject)["epsilon"]);
+  eq(await ledger.spent(), records.length * eps, "n0 x eps");
+});
