@@ -13,14 +13,17 @@ opened with ``open_points`` are a read-only mapping of the .npy file whose
 pages each pass gives back once read (``blocks``), so the input need not be
 resident at all; the non-private reference (only when asked) holds one
 n x d image, after the accumulator is gone.
+
+Over 300 lines because it runs every first round the products run (tree,
+partition) and every refine round after one (shuffle and local), with the
+budget split between them (``round_budget``: never more than asked); the
+points and objectives are in ``evaluation.py``.
 """
 
 from __future__ import annotations
 
-import mmap
 import resource
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,7 +32,7 @@ from numpy.typing import NDArray
 
 from shoal.client.encoder import encode_arrays
 from shoal.common.accounting import central_guarantee, spend_left, split_spend
-from shoal.common.bounds import PublicBound, block_rows
+from shoal.common.bounds import PublicBound
 from shoal.common.errors import ConfigError
 from shoal.common.local_refine_round import refine_devices
 from shoal.common.partition_round import REFINE_SPLIT as PARTITION_REFINE_SPLIT
@@ -43,9 +46,18 @@ from shoal.common.refine_round import (
     refine_share,
 )
 from shoal.common.tree_round import EncoderChoice, derive_config
+from shoal.deploy.evaluation import (  # noqa: F401 -- simulate's names before the split
+    ball_image,
+    blocks,
+    clipped_fraction,
+    drop_pages,
+    evaluate,
+    nonprivate_objective,
+    open_points,
+    reference_objective,
+)
 from shoal.deploy.progress import bar
 from shoal.deploy.summed import summed_in_process
-from shoal.server.decoders.kmeans import assign, kmeans_cost, weighted_kmeans
 from shoal.server.decoders.partition import partition_centers, partition_statement
 from shoal.server.decoders.refine import refine_answer
 from shoal.server.decoders.tree.accumulate import LevelAccumulator
@@ -60,122 +72,6 @@ per-call overhead is still invisible (2e5 x 100: 2.4 s by 16k rows, 4.5 s by 200
 def encode_rows(d: int) -> int:
     """Devices per encoded block at dimension ``d`` (``ENCODE_BYTES`` of input)."""
     return max(1024, ENCODE_BYTES // (8 * max(1, d)))
-
-
-def open_points(path: str | Path) -> NDArray[np.float64]:
-    """A user's (n, d) points for the simulator: a read-only mapping of a C-order
-    float64 .npy file (the pages a pass has read are given back by ``blocks``,
-    so the input does not stay resident), else ``datasets.load_points``'
-    in-memory array, which also says what is wrong with a bad file."""
-    from shoal.deploy.datasets import load_points
-
-    try:
-        head = np.load(Path(path), mmap_mode="r", allow_pickle=False)
-        ok = (isinstance(head, np.memmap) and head.dtype == np.float64 and head.ndim == 2 and head.shape[0] >= 1
-              and head.flags.c_contiguous)
-        shape, offset = head.shape, int(head.offset) if ok else 0
-        del head
-    except (OSError, ValueError):
-        ok = False
-    if not ok:
-        return load_points(path)
-    with open(path, "rb") as f:
-        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    return np.ndarray(shape, dtype=np.float64, buffer=mapped, offset=offset)
-
-
-def drop_pages(points: NDArray[Any], lo: int, hi: int) -> None:
-    """Give back the pages of rows lo:hi of an ``open_points`` mapping (a no-op
-    for an array in memory). They are clean file pages: a later read faults
-    them in again from the page cache."""
-    mapped = points.base
-    if not isinstance(mapped, mmap.mmap) or hi <= lo or not points.flags.c_contiguous:
-        return
-    start = points.ctypes.data - np.frombuffer(mapped, dtype=np.uint8).ctypes.data + lo * points.strides[0]
-    end = start + (hi - lo) * points.strides[0]
-    start -= start % mmap.PAGESIZE
-    mapped.madvise(mmap.MADV_DONTNEED, start, min(end, len(mapped)) - start)
-
-
-def blocks(points: NDArray[np.float64], rows: int) -> Iterator[tuple[int, NDArray[np.float64]]]:
-    """(lo, points[lo:lo + rows]) for consecutive blocks, each block's mapped
-    pages given back once the consumer asks for the next one."""
-    for lo in range(0, points.shape[0], rows):
-        hi = min(points.shape[0], lo + rows)
-        yield lo, points[lo:hi]
-        drop_pages(points, lo, hi)
-
-
-def evaluate(points: NDArray[np.float64], bound: PublicBound,
-             centers: list[NDArray[np.float64]]) -> tuple[list[float], float]:
-    """(cost / n of each set of unit-ball ``centers``, the one-center cost / n)
-    on the ball image of ``points``, in one pass over blocks: no n x d image.
-    The one-center cost combines per-block means and squared deviations
-    (Chan et al.), so it is exact up to rounding without a second pass."""
-    n = points.shape[0]
-    costs = [0.0] * len(centers)
-    seen, mean, m2 = 0, np.zeros(points.shape[1]), 0.0
-    for _, raw in blocks(points, block_rows(points.shape[1])):
-        ball = bound.to_ball(raw)
-        for i, c in enumerate(centers):
-            costs[i] += kmeans_cost(ball, c)
-        nb = ball.shape[0]
-        mb = ball.mean(axis=0)
-        ball -= mb
-        delta = mb - mean
-        m2 += float(np.einsum("ij,ij->", ball, ball)) + float(delta @ delta) * seen * nb / (seen + nb)
-        mean += delta * (nb / (seen + nb))
-        seen += nb
-    return [c / n for c in costs], m2 / n
-
-
-def clipped_fraction(points: NDArray[np.float64], bound: PublicBound) -> float:
-    """The share of ``points`` the bound moves (``PublicBound.outside``), by blocks."""
-    moved = sum(int(np.count_nonzero(bound.outside(b))) for _, b in blocks(points, block_rows(points.shape[1])))
-    return moved / points.shape[0]
-
-
-def ball_image(points: NDArray[np.float64], bound: PublicBound) -> NDArray[np.float64]:
-    """``bound.to_ball(points)`` by blocks (an ``open_points`` input's pages
-    given back as they are read): the one n x d output."""
-    out = np.empty(points.shape)
-    for lo, b in blocks(points, block_rows(points.shape[1])):
-        out[lo:lo + b.shape[0]] = bound.to_ball(b)
-    return out
-
-
-def reference_objective(points: NDArray[np.float64], bound: PublicBound, k: int, seed: int = 0) -> float:
-    """``nonprivate_objective`` of the points' ball image (the one n x d
-    array the simulator then holds)."""
-    return nonprivate_objective(ball_image(points, bound), k, seed)
-
-
-def _lloyd(x: NDArray[np.float64], c: NDArray[np.float64], steps: int = 5) -> NDArray[np.float64]:
-    for _ in range(steps):
-        lab = assign(x, c)
-        cnt = np.bincount(lab, minlength=c.shape[0])
-        sums = np.zeros_like(c)
-        np.add.at(sums, lab, x)
-        c = np.where(cnt[:, None] > 0, sums / np.maximum(cnt, 1)[:, None], c)
-    return c
-
-
-def nonprivate_objective(x: NDArray[np.float64], k: int, seed: int = 0) -> float:
-    """The non-private reference, cost / n: the better of shoal's weighted k-means
-    (k-means++, 3 restarts) and, when installed (the ``dev`` extra; never a
-    runtime dependency), scikit-learn's ``KMeans`` (k-means++, n_init=10),
-    each fitted on (a 50k sample of) the true points, then 5 Lloyd steps on
-    all. Issue 15: shoal's alone was 8% above scikit-learn's on a 2-D set
-    (0.01442 against 0.01332), which flattered every ratio to it."""
-    rng = np.random.default_rng(seed)
-    sample = x if x.shape[0] <= 50_000 else x[rng.choice(x.shape[0], 50_000, replace=False)]
-    best = kmeans_cost(x, _lloyd(x, weighted_kmeans(sample, np.ones(sample.shape[0]), k, rng, restarts=3)))
-    try:
-        from sklearn.cluster import KMeans
-    except ImportError:
-        return best / x.shape[0]
-    km = KMeans(n_clusters=min(k, sample.shape[0]), n_init=10, random_state=seed).fit(sample)
-    return min(best, kmeans_cost(x, _lloyd(x, np.asarray(km.cluster_centers_, dtype=np.float64)))) / x.shape[0]
 
 
 def format_centers(centers: list[list[float]], precision: int = 4) -> str:
