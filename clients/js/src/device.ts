@@ -5,14 +5,16 @@
  * retried with exponential backoff and always resend the *same* recorded
  * message (same message id), which the server counts once.
  *
- * Implemented round kinds: tree (local and shuffle model), local_refine, and
- * sketch in the local model without subsampling. Others are refused with a
- * ConfigError naming the kind.
+ * Implemented round kinds: tree (local and shuffle model), local_refine,
+ * sketch (local without subsampling; shuffle), and the secure-sum kinds
+ * (refine, partition, elbow), these only with the owner's consent
+ * (`allowNoLocalGuarantee`), a pinned key and a shuffler. Curator rounds
+ * (central, continual) are refused: their ledger entry is not implemented.
  */
 
 import { checkProtocol, parseTreeConfig, type TreeConfig } from "./config.js";
 import { fromBase64, utf8 } from "./encoding.js";
-import { ConfigError, ReportError, TransportError } from "./errors.js";
+import { ConfigError, PrivacyError, ReportError, TransportError } from "./errors.js";
 import { fsum, Ledger, type Spend } from "./ledger.js";
 import { parseJson, type JsonObject } from "./json.js";
 import { OsRandom, type DeviceRandom } from "./random.js";
@@ -20,6 +22,7 @@ import { seal, sealedSubmission } from "./seal.js";
 import { checkPin, configDigest, verifyConfig } from "./signing.js";
 import { encodeTree, messageJson, messagesBinary, prepareTree, type DeviceMessage, type TreeRound } from "./tree.js";
 import { codebookJson, encodeLocalRefine, parseLocalRefineConfig, prepareLocalRefine } from "./local-refine.js";
+import { contribution, encodeShares, parseSharesConfig, sharesSubmission } from "./secure-sum.js";
 import { encodeSketch, parseSketchConfig, prepareSketch, recordedBinary, sketchBinary, sketchJson } from "./sketch.js";
 
 export interface DeviceOptions {
@@ -30,6 +33,8 @@ export interface DeviceOptions {
   shufflerUrl?: string;
   /** Issued by the shuffler's operator (POST /enrol); identifies the device to the shuffler only. */
   deviceToken?: string;
+  /** The owner's consent to secure-sum rounds, whose shares carry no local guarantee. */
+  allowNoLocalGuarantee?: boolean;
   /** Send a local-model tree report as its 43-byte binary body (default) instead of JSON. */
   binary?: boolean;
   retries?: number;
@@ -85,11 +90,15 @@ export class Device {
         message = await this.localRefine(roundId, config, point);
         return (await this.send(roundId, message)).json;
       }
+      if (kind === "refine" || kind === "partition" || kind === "elbow" || (kind === "sketch" && config["model"] === "shuffle")) {
+        message = await this.shares(roundId, config, records, key, digest);
+        return (await this.send(roundId, message)).json;
+      }
       if (kind === "sketch") {
         message = await this.sketch(roundId, config, records);
         return (await this.send(roundId, message)).json;
       }
-      if (kind !== "tree") throw new ConfigError(`this device cannot take part in ${String(kind)} rounds (it knows ['local_refine', 'sketch', 'tree'])`);
+      if (kind !== "tree") throw new ConfigError(`this device cannot take part in ${String(kind)} rounds (it knows ['elbow', 'local_refine', 'partition', 'refine', 'sketch', 'tree'])`);
       const round = this.prepared(roundId, config);
       const c = round.config;
       if (point.length !== c.dim) throw new ReportError(`round ${roundId} takes points of dimension ${c.dim}; this one has ${point.length}`);
@@ -115,6 +124,23 @@ export class Device {
     if (point.length !== c.dim) throw new ReportError(`round ${roundId} takes points of dimension ${c.dim}; this one has ${point.length}`);
     const spend: Spend = { guarantee: "local", epsilon: c.privunit.epsilon, family: c.parent_id, note: `local refine of ${c.parent_id}` };
     return this.ledger.record(roundId, spend, () => codebookJson(encodeLocalRefine(round, point, this.rnd)));
+  }
+
+  private async shares(roundId: string, config: JsonObject, records: readonly ArrayLike<number>[], key: Uint8Array,
+                       digest: string): Promise<string> {
+    const c = parseSharesConfig(config);
+    if (records.length !== 1) throw new ReportError(`round ${roundId} takes one record per device`);
+    if (!this.opts.shufflerUrl) throw new TransportError(`round ${roundId} is a secure-sum round: it needs a shufflerUrl`);
+    if (this.serverKey === null) throw new TransportError(`round ${roundId} is a secure-sum round: it needs a pinned serverKey`);
+    if (!this.opts.allowNoLocalGuarantee) {
+      throw new PrivacyError(`round ${roundId} is a secure-sum round: this device's shares carry no local DP guarantee ` +
+        `(central eps=${c.secure_sum.epsilon}, delta=${c.secure_sum.delta} hold only if the shuffler does not collude with the server); ` +
+        "take part only with the owner's consent: new Device({..., allowNoLocalGuarantee: true})");
+    }
+    const v = contribution(c, records[0]!);
+    const spend: Spend = { guarantee: "none", epsilon: 0, central_epsilon: c.secure_sum.epsilon, delta: c.secure_sum.delta,
+      note: "secure sum: no local guarantee" };
+    return this.ledger.record(roundId, spend, () => sharesSubmission(encodeShares(v, c.secure_sum, this.rnd), roundId, key, digest, this.rnd));
   }
 
   private async sketch(roundId: string, config: JsonObject, records: readonly ArrayLike<number>[]): Promise<string> {

@@ -31,5 +31,9 @@ export {
   discreteLaplace, encodeSketch, frequencies, noiseGrid, parseSketchConfig, prepareSketch, recordedBinary, sketchBinary, sketchJson,
   type SketchConfig, type SketchReport, type SketchRound,
 } from "./sketch.js";
+export {
+  contribution, discreteGaussian, encodeShares, parseSecureSum, parseSharesConfig, polya, sharesSubmission,
+  type SecureSumParams, type SharesConfig,
+} from "./secure-sum.js";
 export { encodeCentral, encodeContinual, parseCuratorConfig, type CuratorConfig } from "./curator.js";
 export { Device, deviceEpsilon, type DeviceOptions } from "./device.js";

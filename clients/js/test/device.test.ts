@@ -177,3 +177,28 @@ test("device: a local sketch round of several records (binary body, charged n0 e
   const eps = Number((((c["inputs"] as JsonObject)["config"] as JsonObject)["sketch"] as JsonObject)["epsilon"]);
   eq(await ledger.spent(), records.length * eps, "n0 x eps");
 });
+
+test("device: a secure-sum (refine) round needs consent, a pin and a shuffler; it posts sealed parts and charges nothing", async () => {
+  const text = files["refine-shuffle-secure-sum.json"];
+  ok(text !== undefined, "the refine vector file");
+  const c = ((parseJson(text!) as JsonObject)["cases"] as JsonObject[])[0]!;
+  const pub = (c["outputs"] as JsonObject)["published"] as JsonObject;
+  const roundId = (c["inputs"] as JsonObject)["round_id"] as string;
+  const point = ((c["inputs"] as JsonObject)["points"] as number[][])[0]!.map(Number);
+  const ledger = new Ledger(new MemoryLedgerStore(), 10);
+  const make = (extra: object) => {
+    const net = fakeNet(pub["body"] as JsonObject, roundId);
+    return { net, device: new Device({ serverUrl: "http://s.test", ledger, serverKey: pub["fingerprint"] as string,
+      fetch: net.fetchFn as typeof fetch, backoffMs: 1, shufflerUrl: "http://shuffler.test", deviceToken: "t".repeat(64), ...extra }) };
+  };
+  await rejects(make({}).device.participate(roundId, point), /PrivacyError: .*no local DP guarantee/, "without consent");
+  const { net, device } = make({ allowNoLocalGuarantee: true });
+  await device.participate(roundId, point);
+  const posts = net.log.filter((r) => r.method === "POST");
+  ok(posts.length > 0 && posts.every((p) => p.url === `http://shuffler.test/rounds/${roundId}/messages`), "to the shuffler");
+  const body = JSON.parse(posts[0]!.body as string) as { parts: string[]; config_digest: string };
+  eq(body.parts.length, Number((((c["inputs"] as JsonObject)["config"] as JsonObject)["secure_sum"] as JsonObject)["shares"]), "s sealed parts");
+  eq(body.config_digest, pub["config_digest"], "the verified config's digest");
+  eq(await ledger.spent(), 0, "no local eps charged");
+  eq((await ledger.entries())[roundId]!.guarantee, "none", "recorded as no local guarantee");
+});

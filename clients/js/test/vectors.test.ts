@@ -29,6 +29,7 @@ import { fromBase64, fromHex, toHex, utf8 } from "../src/encoding.js";
 import { seal, sealedSubmission } from "../src/seal.js";
 import { PROTOCOL_VERSION } from "../src/public-stream.js";
 import { encodeSketch, parseSketchConfig, prepareSketch, recordedBinary, sketchBinary, sketchJson } from "../src/sketch.js";
+import { contribution, encodeShares, parseSharesConfig, sharesSubmission, type SecureSumTrace } from "../src/secure-sum.js";
 import { encodeCentral, encodeContinual, parseCuratorConfig } from "../src/curator.js";
 import { codebookJson, encodeLocalRefine, parseLocalRefineConfig, prepareLocalRefine } from "../src/local-refine.js";
 
@@ -246,8 +247,8 @@ function checkSketchCase(c: O): void {
   const inputs = o(c["inputs"]);
   const out = o(c["outputs"]);
   const verified = checkPublished(c);
+  if (o(verified.config)["model"] === "shuffle") return checkSharesCase(c);
   const config = parseSketchConfig(verified.config);
-  if (config.model !== "local") throw new Error(`${name}: shuffle-model sketch rounds are not implemented in TypeScript`);
   const round = prepareSketch(config);
   checkArray(round.omega, o(o(out["public"])["omega"]), `${name}: Omega`, 8);
   const records = (inputs["points"] as JsonValue[][]).map((p) => p.map(num));
@@ -262,13 +263,44 @@ function checkSketchCase(c: O): void {
   eq(rnd.used, fromHex(inputs["device_random"] as string).length, `${name}: every private byte read, no more`);
 }
 
+function i64le(values: bigint[]): Uint8Array {
+  const out = new Uint8Array(8 * values.length);
+  const view = new DataView(out.buffer);
+  values.forEach((v, i) => view.setBigInt64(8 * i, v, true));
+  return out;
+}
+
+function checkSharesCase(c: O): void {
+  const name = c["name"] as string;
+  const inputs = o(c["inputs"]);
+  const out = o(c["outputs"]);
+  const verified = checkPublished(c);
+  const config = parseSharesConfig(verified.config);
+  const point = ((inputs["points"] as JsonValue[])[0] as JsonValue[]).map(num);
+  const inter = o(out["intermediates"]);
+  const v = contribution(config, point);
+  // Sketch features are cos/sin of phases up to |Omega^T x| (hundreds of radians): a few ulps of the
+  // phase move a feature by ~1e-13 absolute, however small the feature (the spec's tolerance).
+  checkArray(v, o(inter["contribution"]), `${name}: contribution`, 8, config.kind === "sketch" ? 1e-12 : 1e-15);
+  const rnd = new BytesRandom(fromHex(inputs["device_random"] as string));
+  const trace: SecureSumTrace = {};
+  const shares = encodeShares(v, config.secure_sum, rnd, trace);
+  eq(toHex(sha256(i64le(trace.fixedPoint!))), o(inter["fixed_point"])["sha256"], `${name}: fixed point`);
+  eq(toHex(sha256(i64le(trace.noise!))), o(inter["noise"])["sha256"], `${name}: noise share`);
+  eq(toHex(sha256(u64le(shares.flat()))), o(inter["split"])["sha256"], `${name}: the s shares`);
+  eq(rnd.used, num(inter["randomiser_bytes"]), `${name}: the randomisers' bytes`);
+  const submission = sharesSubmission(shares, config.round_id, verified.serverPublicKey, verified.digest, rnd);
+  eq(submission, o((out["messages"] as JsonValue[])[0])["recorded"], `${name}: the sealed parts`);
+  eq(rnd.used, fromHex(inputs["device_random"] as string).length, `${name}: every private byte read, no more`);
+}
+
 const IMPLEMENTED: Record<string, (c: O) => void> = {
-  tree: checkTreeCase, sketch: checkSketchCase, local_refine: checkLocalRefineCase, central: checkCuratorCase, continual: checkCuratorCase,
+  tree: checkTreeCase, sketch: checkSketchCase, refine: checkSharesCase, partition: checkSharesCase, elbow: checkSharesCase, local_refine: checkLocalRefineCase, central: checkCuratorCase, continual: checkCuratorCase,
 };
 
 for (const file of names) {
   const kind = file.split("-")[0]!;
-  const check = file.startsWith("sketch-shuffle") ? undefined : IMPLEMENTED[kind];
+  const check = IMPLEMENTED[kind];
   if (check === undefined) {
     todo(`vectors ${file}: reproduced by the TypeScript device`, `${file.startsWith("sketch-shuffle") ? "shuffle-model sketch" : kind} rounds are not implemented in TypeScript yet`, () => {
       throw new Error(`the TypeScript device does not implement ${kind} rounds yet: ${file} is not reproduced`);
