@@ -13,9 +13,9 @@
  * then the seal's ephemeral key and nonce; continual: item, the insertion's
  * message id, its seal, the withdrawal's message id, its seal.
  *
- * Only the encoders are here: the Device does not take part in these rounds
- * yet (the ledger's (eps, delta) for them, the curator's composed guarantee,
- * is not implemented in TypeScript).
+ * The Device (device.ts) records these rounds in its ledger with the
+ * operator's statement of the curator's (eps, delta), as the spec allows; the
+ * curator's composition itself is not computed in TypeScript.
  */
 
 import { toBall } from "./bounds.js";

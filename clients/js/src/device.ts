@@ -7,9 +7,12 @@
  *
  * Implemented round kinds: tree (local and shuffle model), local_refine,
  * sketch (local without subsampling; shuffle), and the secure-sum kinds
- * (refine, partition, elbow), these only with the owner's consent
- * (`allowNoLocalGuarantee`), a pinned key and a shuffler. Curator rounds
- * (central, continual) are refused: their ledger entry is not implemented.
+ * (refine, partition, elbow) and the curator kinds (central, continual),
+ * these only with the owner's consent (`allowNoLocalGuarantee`), a pinned key
+ * and a shuffler. A curator round's ledger entry takes the operator's
+ * statement for the curator's (eps, delta) (GET /rounds/{id}: `privacy`),
+ * as docs/protocol/curator.md allows, with group privacy over a central
+ * device's records.
  */
 
 import { checkProtocol, parseTreeConfig, type TreeConfig } from "./config.js";
@@ -22,6 +25,7 @@ import { seal, sealedSubmission } from "./seal.js";
 import { checkPin, configDigest, verifyConfig } from "./signing.js";
 import { encodeTree, messageJson, messagesBinary, prepareTree, type DeviceMessage, type TreeRound } from "./tree.js";
 import { codebookJson, encodeLocalRefine, parseLocalRefineConfig, prepareLocalRefine } from "./local-refine.js";
+import { encodeCentral, encodeContinual, parseCuratorConfig } from "./curator.js";
 import { contribution, encodeShares, parseSharesConfig, sharesSubmission } from "./secure-sum.js";
 import { encodeSketch, parseSketchConfig, prepareSketch, recordedBinary, sketchBinary, sketchJson } from "./sketch.js";
 
@@ -81,13 +85,18 @@ export class Device {
     const point = records[0] ?? [];
     let message = await this.ledger.messageFor(roundId);
     if (message === null) {
-      const state = ((await this.request("GET", `/rounds/${roundId}`)).json as JsonObject)["state"];
+      const info = (await this.request("GET", `/rounds/${roundId}`)).json as Record<string, unknown>;
+      const state = info["state"];
       if (state !== "open") throw new TransportError(`round ${roundId} is ${String(state)}, not open: nothing was sent and nothing charged`);
       const { config, key, digest } = await this.verified(roundId);
       const kind = config["kind"] ?? "tree";
       if (records.length !== 1 && kind !== "sketch") throw new ReportError(`round ${roundId} takes one point per device`);
       if (kind === "local_refine") {
         message = await this.localRefine(roundId, config, point);
+        return (await this.send(roundId, message)).json;
+      }
+      if (kind === "central" || kind === "continual") {
+        message = await this.curator(roundId, config, records, key, digest, info);
         return (await this.send(roundId, message)).json;
       }
       if (kind === "refine" || kind === "partition" || kind === "elbow" || (kind === "sketch" && config["model"] === "shuffle")) {
@@ -98,7 +107,7 @@ export class Device {
         message = await this.sketch(roundId, config, records);
         return (await this.send(roundId, message)).json;
       }
-      if (kind !== "tree") throw new ConfigError(`this device cannot take part in ${String(kind)} rounds (it knows ['elbow', 'local_refine', 'partition', 'refine', 'sketch', 'tree'])`);
+      if (kind !== "tree") throw new ConfigError(`this device cannot take part in ${String(kind)} rounds (it knows ['central', 'continual', 'elbow', 'local_refine', 'partition', 'refine', 'sketch', 'tree'])`);
       const round = this.prepared(roundId, config);
       const c = round.config;
       if (point.length !== c.dim) throw new ReportError(`round ${roundId} takes points of dimension ${c.dim}; this one has ${point.length}`);
@@ -124,6 +133,48 @@ export class Device {
     if (point.length !== c.dim) throw new ReportError(`round ${roundId} takes points of dimension ${c.dim}; this one has ${point.length}`);
     const spend: Spend = { guarantee: "local", epsilon: c.privunit.epsilon, family: c.parent_id, note: `local refine of ${c.parent_id}` };
     return this.ledger.record(roundId, spend, () => codebookJson(encodeLocalRefine(round, point, this.rnd)));
+  }
+
+  /** Delete this device's point from a continual round: the withdrawal sealed when it was inserted. */
+  async withdraw(roundId: string): Promise<unknown> {
+    const message = await this.ledger.withdrawalFor(roundId);
+    if (message === null) throw new TransportError(`this device inserted nothing it can withdraw from round ${roundId}`);
+    return (await this.send(roundId, message)).json;
+  }
+
+  private consent(roundId: string, what: string, eps: number, delta: number): void {
+    if (!this.opts.shufflerUrl) throw new TransportError(`round ${roundId} is a ${what} round: it needs a shufflerUrl`);
+    if (this.serverKey === null) throw new TransportError(`round ${roundId} is a ${what} round: it needs a pinned serverKey`);
+    if (!this.opts.allowNoLocalGuarantee) {
+      throw new PrivacyError(`round ${roundId} is a ${what} round: no local DP guarantee (central eps=${eps}, delta=${delta} ` +
+        "hold only for what the server releases, if the shuffler does not collude with it); take part only with the owner's " +
+        "consent: new Device({..., allowNoLocalGuarantee: true})");
+    }
+  }
+
+  private async curator(roundId: string, config: JsonObject, records: readonly ArrayLike<number>[], key: Uint8Array,
+                        digest: string, info: Record<string, unknown>): Promise<string> {
+    const c = parseCuratorConfig(config);
+    const privacy = (info["privacy"] ?? {}) as Record<string, unknown>;
+    const eps = typeof privacy["epsilon"] === "number" ? privacy["epsilon"] : NaN;
+    const delta = typeof privacy["delta"] === "number" ? privacy["delta"] : 0;
+    if (!Number.isFinite(eps)) throw new ConfigError(`round ${roundId} states no central epsilon`);
+    if (c.kind === "central") {
+      const r = records.length;
+      const [e, d] = [r * eps, Math.min(1, r * Math.exp((r - 1) * eps) * delta)]; // group privacy over the device's records
+      this.consent(roundId, "central", e, d);
+      const spend: Spend = { guarantee: "none", epsilon: 0, central_epsilon: e, delta: d,
+        note: `central model: the server (curator) sees this device's raw point${r > 1 ? "s" : ""}; no local guarantee` };
+      return this.ledger.record(roundId, spend, () => encodeCentral(c, records, key, digest, this.rnd).submission);
+    }
+    if (records.length !== 1) throw new ReportError(`round ${roundId} takes one point per device`);
+    this.consent(roundId, "continual", eps, delta);
+    const spend: Spend = { guarantee: "none", epsilon: 0, central_epsilon: eps, delta,
+      note: "continual model: the server (curator) sees this device's raw point; no local guarantee" };
+    return this.ledger.record(roundId, spend, () => {
+      const m = encodeContinual(c, records[0]!, key, digest, this.rnd);
+      return [m.insertSubmission, m.withdrawSubmission];
+    });
   }
 
   private async shares(roundId: string, config: JsonObject, records: readonly ArrayLike<number>[], key: Uint8Array,

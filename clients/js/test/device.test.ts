@@ -59,7 +59,7 @@ test("ledger: concurrent records of one round build one message", async () => {
 const vectorFile = files["tree-local-lsh.json"];
 
 /** A fake server and shuffler answering from one vector case's published body. */
-function fakeNet(body: JsonObject, roundId: string, state = "open") {
+function fakeNet(body: JsonObject, roundId: string, state = "open", privacy: object = {}) {
   const log: { method: string; url: string; body: unknown; type: string | null }[] = [];
   let failures = 2;
   const fetchFn = async (url: string | URL | Request, init?: RequestInit): Promise<Response> => {
@@ -67,7 +67,7 @@ function fakeNet(body: JsonObject, roundId: string, state = "open") {
     const method = init?.method ?? "GET";
     const type = new Headers(init?.headers).get("content-type");
     log.push({ method, url: u, body: init?.body, type });
-    if (u.endsWith(`/rounds/${roundId}`)) return new Response(JSON.stringify({ state }));
+    if (u.endsWith(`/rounds/${roundId}`)) return new Response(JSON.stringify({ state, privacy }));
     if (u.endsWith(`/rounds/${roundId}/config`)) return new Response(vectorText(body));
     if (failures-- > 0) return new Response("busy", { status: 503 });
     return new Response(JSON.stringify({ accepted: 1 }), { status: 202 });
@@ -201,4 +201,29 @@ test("device: a secure-sum (refine) round needs consent, a pin and a shuffler; i
   eq(body.config_digest, pub["config_digest"], "the verified config's digest");
   eq(await ledger.spent(), 0, "no local eps charged");
   eq((await ledger.entries())[roundId]!.guarantee, "none", "recorded as no local guarantee");
+});
+
+test("device: a continual round inserts now and withdraws later (sealed, through the shuffler, statement's eps in the ledger)", async () => {
+  const text = files["continual-curator-stream.json"];
+  ok(text !== undefined, "the continual vector file");
+  const c = ((parseJson(text!) as JsonObject)["cases"] as JsonObject[])[0]!;
+  const pub = (c["outputs"] as JsonObject)["published"] as JsonObject;
+  const roundId = (c["inputs"] as JsonObject)["round_id"] as string;
+  const point = ((c["inputs"] as JsonObject)["points"] as number[][])[0]!.map(Number);
+  const ledger = new Ledger(new MemoryLedgerStore(), 10);
+  const net = fakeNet(pub["body"] as JsonObject, roundId, "open", { model: "central", epsilon: 2.0 });
+  const device = new Device({ serverUrl: "http://s.test", ledger, serverKey: pub["fingerprint"] as string, fetch: net.fetchFn as typeof fetch,
+    backoffMs: 1, shufflerUrl: "http://shuffler.test", deviceToken: "t".repeat(64), allowNoLocalGuarantee: true });
+  await rejects(device.withdraw(roundId), /TransportError: .*nothing it can withdraw/, "nothing to withdraw yet");
+  await device.participate(roundId, point);
+  const inserted = net.log.filter((r) => r.method === "POST").map((r) => r.body as string);
+  await device.withdraw(roundId);
+  const all = net.log.filter((r) => r.method === "POST").map((r) => r.body as string);
+  const withdrawal = all[all.length - 1]!;
+  ok(inserted.every((b) => b.startsWith('{"sealed"')) && withdrawal.startsWith('{"sealed"'), "sealed submissions");
+  ok(withdrawal !== inserted[0], "the withdrawal is another sealed message");
+  eq(await ledger.withdrawalFor(roundId), withdrawal, "the recorded withdrawal was sent");
+  const entry = (await ledger.entries())[roundId]!;
+  eq(entry.guarantee, "none", "no local guarantee");
+  eq(entry.central_epsilon, 2.0, "the statement's epsilon");
 });
