@@ -4,8 +4,9 @@
  * records, random Fourier features at the round's public frequencies, on a
  * public grid with exact discrete Laplace noise.
  *
- * Implemented: measurements r = m (every entry; no masks). Not implemented:
- * r < m (Floyd's masks) and the shuffle model (secure-sum shares).
+ * With r < m each record touches a uniform r-subset of the m entries (Floyd's
+ * algorithm, drawn for every record step by step as the reference vectorises
+ * it). The shuffle model's features go through the secure sum (secure-sum.ts).
  *
  * Floating point, as the reference: phases <x, Omega_j> and their cos/sin in
  * binary32 (x and Omega rounded to binary32; the dot product accumulated in
@@ -238,6 +239,21 @@ export function discreteLaplace(t: bigint, s: bigint, size: number, rnd: DeviceR
   return out;
 }
 
+/** n independent uniform r-subsets of [0, m), Floyd's algorithm vectorised over the rows as the reference. */
+export function masks(n: number, m: number, r: number, rnd: DeviceRandom): number[][] {
+  const taken = Array.from({ length: n }, () => new Uint8Array(m));
+  const out = Array.from({ length: n }, () => new Array<number>(r));
+  for (let step = 0, j = m - r; j < m; step++, j++) {
+    const t = Array.from({ length: n }, () => Number(belowBig(rnd, BigInt(j + 1))));
+    for (let row = 0; row < n; row++) {
+      const pick = taken[row]![t[row]!] ? j : t[row]!;
+      taken[row]![pick] = 1;
+      out[row]![step] = pick;
+    }
+  }
+  return out;
+}
+
 /** round half to even of a double (numpy's rint). */
 function rint(x: number): number {
   const f = Math.floor(x);
@@ -272,26 +288,32 @@ export function encodeSketch(round: SketchRound, records: readonly ArrayLike<num
   const c = round.config;
   const p = c.sketch;
   if (c.model !== "local") throw new ConfigError(`round ${c.round_id} is a ${c.model}-model sketch round: not implemented in TypeScript`);
-  if (p.measurements !== p.size) throw new ConfigError(`round ${c.round_id} subsamples (r < m): not implemented in TypeScript`);
   const n0 = records.length;
   if (n0 < 1) throw new ReportError("a sketch needs at least one record");
   const m = p.size;
   const d = p.dim;
+  const r = p.measurements;
   const om32 = Float32Array.from(round.omega);
   const re = new Float64Array(m);
   const im = new Float64Array(m);
-  for (const rec of records) {
+  const balls = records.map((rec) => {
     if (rec.length !== d) throw new ReportError(`round ${c.round_id} takes points of dimension ${d}; this one has ${rec.length}`);
     const x = toBall(c.bound, rec);
     if (npNorm(x) > 1 + 1e-9) throw new ReportError("a record outside the unit ball after the bound (a bug)");
+    return x;
+  });
+  // Floyd's uniform r-subsets (common/sketch.py masks): step j = m - r .. m - 1 draws t in [0, j]
+  // for every record in turn, and takes t, or j if t is taken; all masks before any noise.
+  const subsets: number[][] | null = r < m ? masks(n0, m, r, rnd) : null;
+  balls.forEach((x, l) => {
     const x32 = Float32Array.from(x);
-    for (let j = 0; j < m; j++) {
+    for (const j of subsets ? subsets[l]! : Array.from({ length: m }, (_, i) => i)) {
       let ph = 0;
       for (let i = 0; i < d; i++) ph = Math.fround(ph + Math.fround(x32[i]! * om32[i * m + j]!));
       re[j] = re[j]! + Math.fround(Math.cos(ph));
       im[j] = im[j]! + Math.fround(Math.sin(ph));
     }
-  }
+  });
   const alpha = p.measurements / m;
   const sq = Math.sqrt(m);
   const v = [...re, ...im].map((s) => s / sq / (alpha * n0));

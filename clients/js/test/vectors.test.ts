@@ -315,3 +315,16 @@ for (const file of names) {
     for (const c of cases) check(c);
   });
 }
+
+import maskCases from "./fixtures/sketch_masks.json";
+
+test("sketch with subsampling (r < m, which the vectors do not cover): Python device bytes from the same private bytes (scripts/reference_sketch.py)", () => {
+  for (const c of maskCases as { config: string; points: number[][]; device_random: string; body: string }[]) {
+    const round = prepareSketch(parseSketchConfig(parseJson(c.config)));
+    ok(round.config.sketch.measurements < round.config.sketch.size, "a subsampled round");
+    const rnd = new BytesRandom(fromHex(c.device_random));
+    const body = sketchBinary(encodeSketch(round, c.points, rnd));
+    eq(toHex(body), c.body, `${round.config.round_id}: binary body`);
+    eq(rnd.used, c.device_random.length / 2, `${round.config.round_id}: every private byte read`);
+  }
+});
