@@ -28,12 +28,13 @@ export {
   type CodebookMessage, type LocalRefineConfig, type LocalRefineRound,
 } from "./local-refine.js";
 export {
-  discreteLaplace, encodeSketch, frequencies, noiseGrid, parseSketchConfig, prepareSketch, recordedBinary, sketchBinary, sketchJson,
+  encodeSketch, frequencies, noiseGrid, parseSketchConfig, prepareSketch, recordedBinary, sketchBinary, sketchJson,
   type SketchConfig, type SketchReport, type SketchRound,
 } from "./sketch.js";
 export {
-  contribution, discreteGaussian, encodeShares, parseSecureSum, parseSharesConfig, polya, sharesSubmission,
+  contribution, encodeShares, parseSecureSum, parseSharesConfig, sharesSubmission,
   type SecureSumParams, type SharesConfig,
 } from "./secure-sum.js";
 export { encodeCentral, encodeContinual, parseCuratorConfig, type CuratorConfig } from "./curator.js";
+export { discreteGaussian, discreteLaplace, polya, poissonRational } from "./samplers.js";
 export { Device, deviceEpsilon, type DeviceOptions } from "./device.js";

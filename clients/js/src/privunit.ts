@@ -20,7 +20,7 @@
 import { gaussianPair } from "./public-stream.js";
 import { npNorm } from "./numsum.js";
 import { type DeviceRandom, below, bernoulli, u64, uniform } from "./random.js";
-import { type Pair, fromPair, mix64Big, mix64Pair, toPair } from "./u64.js";
+import { type Pair, mix64Big, mix64Pair, toPair } from "./u64.js";
 
 export interface PrivUnitParams {
   dim: number;
@@ -166,4 +166,3 @@ export function select(x: Float64Array, params: PrivUnitParams, key: bigint, rnd
   return { nonce, index, u, inCap, cap };
 }
 
-export { fromPair };

@@ -22,6 +22,7 @@ import { pyAsciiString, pyFloat, type JsonValue } from "./json.js";
 import { npNorm } from "./numsum.js";
 import { gaussians, PROTOCOL_VERSION, uniforms } from "./public-stream.js";
 import { type DeviceRandom, belowBig } from "./random.js";
+import { discreteLaplace } from "./samplers.js";
 import { toBase64, toHex } from "./encoding.js";
 
 export const FREQUENCY_LABELS = {
@@ -176,67 +177,6 @@ export function noiseGrid(p: SketchParams, n0: number): SketchNoise {
   const sensitivity = Math.ceil((sens + 2 * r * slack) / step) + 2 * r;
   const [t, s] = laplaceScaleFraction(sensitivity, p.epsilon);
   return { exponent, sensitivity, scaleNum: t, scaleDen: s };
-}
-
-// ---- exact samplers, vectorised exactly as the reference (common/exact_sampling.py), so that a
-// ---- device run on given bytes makes the reference's reads in the reference's order.
-
-function bernoulliExpNeg(num: bigint[], den: bigint, rnd: DeviceRandom): boolean[] {
-  const k = num.map(() => 1n);
-  const running = num.map(() => true);
-  for (;;) {
-    const idx = running.flatMap((r, i) => (r ? [i] : []));
-    if (idx.length === 0) break;
-    const go = idx.map((i) => belowBig(rnd, den * k[i]!) < num[i]!);
-    idx.forEach((i, j) => {
-      if (go[j]) k[i] = k[i]! + 1n;
-      else running[i] = false;
-    });
-  }
-  return k.map((x) => x % 2n === 1n);
-}
-
-function geometricExpNeg1(n: number, rnd: DeviceRandom): bigint[] {
-  const v = new Array<bigint>(n).fill(0n);
-  let running = Array.from({ length: n }, (_, i) => i);
-  while (running.length) {
-    const go = bernoulliExpNeg(running.map(() => 1n), 1n, rnd);
-    const next: number[] = [];
-    running.forEach((i, j) => {
-      if (go[j]) {
-        v[i] = v[i]! + 1n;
-        next.push(i);
-      }
-    });
-    running = next;
-  }
-  return v;
-}
-
-/** `size` integers with P(z) ~ exp(-|z| s / t) (CKS Alg. 2), in the reference's read order. */
-export function discreteLaplace(t: bigint, s: bigint, size: number, rnd: DeviceRandom): bigint[] {
-  if (!(t >= 1n && t <= 1n << 50n && s >= 1n)) throw new ConfigError(`discrete Laplace scale must be t/s with 1 <= t <= 2^50, s >= 1`);
-  const out = new Array<bigint>(size).fill(0n);
-  let todo = Array.from({ length: size }, (_, i) => i);
-  while (todo.length) {
-    const u = todo.map(() => belowBig(rnd, t));
-    const keep = bernoulliExpNeg(u, t, rnd);
-    const uk = u.filter((_, i) => keep[i]);
-    const slots = todo.filter((_, i) => keep[i]);
-    const g = geometricExpNeg1(uk.length, rnd);
-    const y = uk.map((ui, i) => (ui + t * g[i]!) / s);
-    const b = uk.map(() => belowBig(rnd, 2n));
-    const ok = y.map((yi, i) => !(b[i] === 1n && yi === 0n));
-    const done = new Set<number>();
-    slots.forEach((slot, i) => {
-      if (ok[i]) {
-        out[slot] = (1n - 2n * b[i]!) * y[i]!;
-        done.add(slot);
-      }
-    });
-    todo = todo.filter((slot) => !done.has(slot));
-  }
-  return out;
 }
 
 /** n independent uniform r-subsets of [0, m), Floyd's algorithm vectorised over the rows as the reference. */
