@@ -11,9 +11,10 @@
  * on a vector's bytes makes the same reads in the same order (integers via
  * `belowBig`: numpy's bounded Lemire per element).
  *
- * The published parameters are re-checked as SecureSumParams does for the
- * laplace law (modulus, shares for 2^-sigma security, delta spent by the
- * clip); for the gaussian law the zCDP delta is NOT re-verified here.
+ * The published parameters are re-checked as SecureSumParams does: the
+ * modulus, the shares for 2^-sigma security, and the delta spent (the laplace
+ * clip's tail; for the gaussian law the zCDP conversion of Canonne, Kamath,
+ * Steinke on the reference's grid of orders plus the truncation's tail).
  */
 
 import { toBall } from "./bounds.js";
@@ -74,14 +75,59 @@ export function parseSecureSum(v: unknown): SecureSumParams {
   if (2 * p.max_devices * (maxValue(p) + p.noise_clip) + 2 >= 2 ** p.bits) throw new ConfigError(`q = 2^${p.bits} is too small`);
   const rule = Math.ceil((2 * p.sigma + p.bits) / Math.log2(p.min_devices / Math.E)) + 2;
   if (p.sigma < MIN_SIGMA || p.shares < rule) throw new ConfigError(`${p.shares} shares give less than 2^-${MIN_SIGMA} security`);
-  if (p.noise === "laplace") {
-    const [t, s] = laplaceScale(p);
-    const alpha = Math.exp(-Number(s) / Number(t));
-    const tau = p.max_devices * p.length * 2 * alpha ** (p.noise_clip + 1);
-    const used = (1 + Math.exp(p.epsilon)) * (tau + 2 ** -p.sigma);
-    if (used > p.delta * (1 + 1e-9)) throw new ConfigError(`clip ${p.noise_clip} and sigma ${p.sigma} spend delta ${used} > ${p.delta}`);
-  }
+  const used = deltaUsed(p);
+  if (used > p.delta * (1 + 1e-9)) throw new ConfigError(`clip ${p.noise_clip} and sigma ${p.sigma} spend delta ${used} > ${p.delta}`);
   return p;
+}
+
+/** delta of rho-zCDP at eps (Bun-Steinke Prop. 1.3). */
+function zcdpDelta(rho: number, eps: number): number {
+  if (rho <= 0) return 0;
+  if (eps <= rho) return 1;
+  return Math.exp(-((eps - rho) ** 2) / (4 * rho));
+}
+
+/** Canonne-Kamath-Steinke Cor. 13 on the reference's grid alpha = 1 + geomspace(1e-4, 1e6, 4000). */
+export function zcdpDeltaTight(rho: number, eps: number): number {
+  if (rho <= 0) return 0;
+  const n = 4000;
+  const lo = Math.log10(1e-4);
+  const hi = Math.log10(1e6);
+  let best = Infinity;
+  for (let i = 0; i < n; i++) {
+    const g = i === 0 ? 1e-4 : i === n - 1 ? 1e6 : 10 ** (lo + ((hi - lo) * i) / (n - 1));
+    const alpha = 1 + g;
+    const logD = (alpha - 1) * (alpha * rho - eps) - Math.log(alpha - 1) + alpha * Math.log1p(-1 / alpha);
+    best = Math.min(best, logD);
+  }
+  return Math.min(zcdpDelta(rho, eps), Math.exp(Math.min(0, best)));
+}
+
+/** An upper bound on P(N_Z(0, S) > T) (exact_sampling.discrete_gaussian_tail). */
+export function discreteGaussianTail(sigmaSq: number, clip: number): number {
+  const m = clip + 1;
+  const norm = Math.max(1, Math.sqrt(2 * Math.PI * sigmaSq) - 1);
+  return Math.exp((-m * m) / (2 * sigmaSq)) / -Math.expm1(-m / sigmaSq) / norm;
+}
+
+/** The delta a parameter set spends (SecureSumParams.delta_used). */
+export function deltaUsed(p: SecureSumParams): number {
+  let tail: number;
+  let mech: number;
+  if (p.noise === "gaussian") {
+    tail = discreteGaussianTail(p.sigma_sq, p.noise_clip);
+    const spread = p.aligned ? Math.sqrt(2) : 2.0;
+    const l2 = spread * p.scale * p.l2_norm + 2 * Math.sqrt(p.max_nonzero);
+    const tau = 10.0 * (p.max_devices - 1) * Math.exp(-(Math.PI ** 2) * p.sigma_sq);
+    const rho = (l2 ** 2 / (p.min_devices * p.sigma_sq) + 0.5 * tau * p.length) / 2;
+    mech = zcdpDeltaTight(rho, p.epsilon);
+  } else {
+    const [t, s] = laplaceScale(p);
+    tail = Math.exp(-Number(s) / Number(t)) ** (p.noise_clip + 1);
+    mech = 0;
+  }
+  const tau = p.max_devices * p.length * 2 * tail;
+  return mech + (1 + Math.exp(p.epsilon)) * (tau + 2 ** -p.sigma);
 }
 
 export interface SecureSumTrace {

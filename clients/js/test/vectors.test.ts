@@ -29,7 +29,7 @@ import { fromBase64, fromHex, toHex, utf8 } from "../src/encoding.js";
 import { seal, sealedSubmission } from "../src/seal.js";
 import { PROTOCOL_VERSION } from "../src/public-stream.js";
 import { encodeSketch, parseSketchConfig, prepareSketch, recordedBinary, sketchBinary, sketchJson } from "../src/sketch.js";
-import { contribution, encodeShares, parseSharesConfig, sharesSubmission, type SecureSumTrace } from "../src/secure-sum.js";
+import { contribution, deltaUsed, encodeShares, parseSecureSum, parseSharesConfig, sharesSubmission, type SecureSumTrace } from "../src/secure-sum.js";
 import { encodeCentral, encodeContinual, parseCuratorConfig } from "../src/curator.js";
 import { codebookJson, encodeLocalRefine, parseLocalRefineConfig, prepareLocalRefine } from "../src/local-refine.js";
 
@@ -327,4 +327,24 @@ test("sketch with subsampling (r < m, which the vectors do not cover): Python de
     eq(toHex(body), c.body, `${round.config.round_id}: binary body`);
     eq(rnd.used, c.device_random.length / 2, `${round.config.round_id}: every private byte read`);
   }
+});
+
+test("secure sum: a published parameter set that spends more delta than it states is refused (laplace and gaussian)", () => {
+  let gaussian = 0;
+  for (const file of ["refine-shuffle-secure-sum.json", "partition-shuffle-secure-sum.json"]) {
+    const text = files[file];
+    ok(text !== undefined, file);
+    for (const c of (o(parseJson(text!))["cases"] as JsonValue[]).map(o)) {
+      const ss = o(o(o(c["inputs"])["config"])["secure_sum"]);
+      const p = parseSecureSum(ss);
+      ok(deltaUsed(p) <= p.delta * (1 + 1e-9) && deltaUsed(p) > 0, `${c["name"]}: delta used ${deltaUsed(p)} of ${p.delta}`);
+      if (p.noise === "gaussian") {
+        gaussian++;
+        throws(() => parseSecureSum({ ...ss, sigma_sq: BigInt(Math.max(16, Math.floor(p.sigma_sq / 4))) }), /ConfigError: .*spend delta/, `${c["name"]}: S / 4`);
+      } else {
+        throws(() => parseSecureSum({ ...ss, noise_clip: BigInt(Math.floor(p.noise_clip / 4)) }), /ConfigError: .*spend delta/, `${c["name"]}: clip / 4`);
+      }
+    }
+  }
+  ok(gaussian > 0, "the vectors hold gaussian configs");
 });
