@@ -6,7 +6,7 @@
 // both. Prints, per model, the decoded objective against the planted centers' and the
 // per-report encode time in chromium at d = 100 against the Python device's, measured
 // in the same run.
-//   node scripts/browser-round.mjs [devices per model] [seed]
+//   node scripts/browser-round.mjs [devices per model] [seed] [--python] [--local-eps=4] [--shuffle-eps=1]
 // With --python: the same rounds (same parameters, same points, fresh rounds) also from
 // Python devices (scripts/python_devices.py), and the ratio of the decoded objectives
 // (browser / Python); run it for 3 seeds and take the mean for the issue's 10% criterion.
@@ -21,6 +21,9 @@ const positional = process.argv.slice(2).filter((a) => !a.startsWith("--"));
 const n = Number(positional[0] ?? "1000");
 const seed = Number(positional[1] ?? "1");
 const withPython = process.argv.includes("--python");
+const flag = (name, fallback) => Number(process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback);
+const localEps = flag("local-eps", 4);
+const shuffleEps = flag("shuffle-eps", 1);
 const root = new URL("../../../", import.meta.url).pathname;
 const shoal = process.env.SHOAL ?? join(root, ".venv/bin/shoal");
 const python = process.env.PYTHON ?? join(root, ".venv/bin/python");
@@ -81,8 +84,8 @@ try {
     if (!r.ok) throw new Error(`POST /rounds ${r.status}: ${JSON.stringify(j)}`);
     return j;
   };
-  const localSpec = { k: 3, dim: 2, epsilon: 4, n_expected: n, encoder: "nettree", bound: { radius: 10 } };
-  const shuffleSpec = { k: 3, dim: 2, epsilon: 1, delta: 1e-6, min_batch: minBatch, model: "shuffle", n_expected: n,
+  const localSpec = { k: 3, dim: 2, epsilon: localEps, n_expected: n, encoder: "nettree", bound: { radius: 10 } };
+  const shuffleSpec = { k: 3, dim: 2, epsilon: shuffleEps, delta: 1e-6, min_batch: minBatch, model: "shuffle", n_expected: n,
     encoder: "nettree", bound: { radius: 10 } };
   const local = await create(localSpec);
   const shuffled = await create(shuffleSpec);
