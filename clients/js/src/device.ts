@@ -90,7 +90,7 @@ export class Device {
       if (state !== "open") throw new TransportError(`round ${roundId} is ${String(state)}, not open: nothing was sent and nothing charged`);
       const { config, key, digest } = await this.verified(roundId);
       const kind = config["kind"] ?? "tree";
-      if (records.length !== 1 && kind !== "sketch") throw new ReportError(`round ${roundId} takes one point per device`);
+      if (records.length !== 1 && kind !== "sketch" && kind !== "central") throw new ReportError(`round ${roundId} takes one point per device`);
       if (kind === "local_refine") {
         message = await this.localRefine(roundId, config, point);
         return (await this.send(roundId, message)).json;

@@ -227,3 +227,21 @@ test("device: a continual round inserts now and withdraws later (sealed, through
   eq(entry.guarantee, "none", "no local guarantee");
   eq(entry.central_epsilon, 2.0, "the statement's epsilon");
 });
+
+test("device: a central round takes up to records_per_device records, sealed in one message, with group privacy in the ledger", async () => {
+  const text = files["central-curator-points.json"];
+  ok(text !== undefined, "the central vector file");
+  const c = ((parseJson(text!) as JsonObject)["cases"] as JsonObject[]).find((x) => ((x["inputs"] as JsonObject)["points"] as unknown[]).length === 2)!;
+  const pub = (c["outputs"] as JsonObject)["published"] as JsonObject;
+  const roundId = (c["inputs"] as JsonObject)["round_id"] as string;
+  const records = ((c["inputs"] as JsonObject)["points"] as number[][]).map((p) => p.map(Number));
+  const ledger = new Ledger(new MemoryLedgerStore(), 10);
+  const net = fakeNet(pub["body"] as JsonObject, roundId, "open", { model: "central", epsilon: 1.0, delta: 1e-6 });
+  const device = new Device({ serverUrl: "http://s.test", ledger, serverKey: pub["fingerprint"] as string, fetch: net.fetchFn as typeof fetch,
+    backoffMs: 1, shufflerUrl: "http://shuffler.test", deviceToken: "t".repeat(64), allowNoLocalGuarantee: true });
+  await device.participate(roundId, records);
+  const entry = (await ledger.entries())[roundId]!;
+  eq(entry.central_epsilon, 2.0, "2 records: 2 eps");
+  ok(Math.abs(entry.delta! - 2 * Math.exp(1) * 1e-6) < 1e-18, "2 e^eps delta");
+  ok(net.log.some((r) => r.method === "POST" && (r.body as string).startsWith('{"sealed"')), "one sealed submission");
+});
