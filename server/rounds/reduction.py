@@ -64,8 +64,11 @@ class DaskUnavailable(ShoalError):
 
 def check_scheduler(address: str) -> str:
     """A scheduler address as given to ``--dask`` / ``SHOAL_DASK_SCHEDULER``."""
-    if not address.startswith(SCHEDULER_SCHEMES) or len(address) <= 6 or any(c.isspace() for c in address):
-        raise ConfigError(f"a Dask scheduler address is tcp://HOST:PORT or tls://HOST:PORT, got {address!r}")
+    host, _, port = address[6:].rpartition(":")
+    if (not address.startswith(SCHEDULER_SCHEMES) or any(c.isspace() for c in address) or not host
+            or len(host) > 253 or not port.isdigit() or not 1 <= int(port) <= 65535):
+        raise ConfigError(f"a Dask scheduler address is tcp://HOST:PORT or tls://HOST:PORT (a host of at most 253 "
+                          f"characters, a port 1-65535), got {address[:80]!r}")
     return address
 
 
@@ -168,6 +171,11 @@ def connect(scheduler: str, db_url: str) -> Any:
                                     direct_to_workers=True)
     except (OSError, TimeoutError) as exc:
         raise DaskUnavailable(f"the Dask scheduler {scheduler} cannot be reached: {exc}") from None
+    except ValueError as exc:  # an address distributed cannot parse (a host name too long to encode, ...)
+        raise ConfigError(f"the Dask scheduler address {scheduler[:80]!r} cannot be used: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 -- whatever else distributed raises while connecting: not reached
+        raise DaskUnavailable(f"the Dask scheduler {scheduler[:80]} cannot be reached: "
+                              f"{type(exc).__name__}: {exc}") from None
     if not _threads(client):  # the tasks would wait for a worker for ever
         client.close()
         raise DaskUnavailable(f"the Dask scheduler {scheduler} has no workers")

@@ -82,6 +82,13 @@ def test_a_scheduler_address_must_be_tcp_or_tls(address):
         reduction.check_scheduler(address)
 
 
+@pytest.mark.parametrize("address", ["tcp://" + "0" * 250, "tcp://host", "tcp://host:0", "tcp://host:99999",
+                                     "tcp://:8786", "tcp://" + "h" * 254 + ":8786"])
+def test_a_scheduler_address_without_a_usable_host_and_port_is_refused(address):
+    with pytest.raises(ConfigError, match="HOST:PORT"):
+        reduction.check_scheduler(address)
+
+
 def test_an_in_memory_sqlite_store_cannot_be_read_by_workers():
     with pytest.raises(ConfigError, match="in-memory"):
         reduction.worker_url("sqlite:///:memory:")
