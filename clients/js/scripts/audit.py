@@ -24,8 +24,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tests"))
 spec = importlib.util.spec_from_file_location("bit_level", ROOT / "tests/common/test_bit_level_audits.py")

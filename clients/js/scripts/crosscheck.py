@@ -42,7 +42,7 @@ def main(path: str) -> None:
         public = PublicRandomness.from_config(config)
         space = node_space(config)
         msgs = [DeviceMessage.model_validate_json(r["message"]) for r in rs]
-        same = sum(m.model_dump_json() == r["message"] for m, r in zip(msgs, rs))
+        same = sum(m.model_dump_json() == r["message"] for m, r in zip(msgs, rs, strict=False))
         batch = ReportBatch.from_messages(msgs, config)
         batch.validate(config)
         body = bytes.fromhex("".join([rs[0]["binary"][:10]] + [r["binary"][10:] for r in rs]))
@@ -51,7 +51,7 @@ def main(path: str) -> None:
             np.array_equal(getattr(bb, f), getattr(batch, f))
             for f in ("hist_level", "hist_seed", "hist_bucket", "vec_level", "vec_row", "vec_nonce", "vec_index"))
         bucket_ok = cap_ok = hist_n = vec_n = cap_in = 0
-        for m, r in zip(msgs, rs):
+        for m, r in zip(msgs, rs, strict=False):
             x = config.bound.to_ball(np.asarray([r["point"]]))
             if m.hist is not None:
                 hist_n += 1
