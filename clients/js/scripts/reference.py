@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -118,7 +119,7 @@ def amplification_cases() -> list[dict[str, object]]:
     return out
 
 
-def tree_case(name: str, config, points: np.ndarray, nonce: int) -> dict[str, object]:  # type: ignore[no-untyped-def]
+def tree_case(name: str, config: Any, points: np.ndarray, nonce: int) -> dict[str, object]:
     kind = config_kinds()["tree"]
     public = PublicRandomness.from_config(config)
     space = node_space(config)
