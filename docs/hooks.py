@@ -135,7 +135,19 @@ TOP = ("common", "client", "server", "shuffler", "deploy")
 SOURCE_TREE = ROOT / "build" / "docs-src"
 
 
+def on_startup(command: str, dirty: bool) -> None:
+    """Make the source tree before any plugin reads its config: mkdocstrings
+    drops a search path that does not exist yet, so on a fresh clone (no
+    ``build/``) ``on_config`` alone came too late and the first build failed."""
+    _source_tree()
+
+
 def on_config(config: Any) -> Any:
+    _source_tree()
+    return config
+
+
+def _source_tree() -> None:
     """The ``shoal`` package as a folder for mkdocstrings (griffe) to read.
 
     The source folders are mapped into the ``shoal`` namespace by setup.py
@@ -152,7 +164,6 @@ def on_config(config: Any) -> Any:
             link.symlink_to(target)
     if not (pkg / "__init__.py").exists():  # a regular package, so no other ``shoal`` on sys.path is merged in
         (pkg / "__init__.py").write_text("")
-    return config
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
