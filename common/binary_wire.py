@@ -86,17 +86,22 @@ def encode_reports(batch: ReportBatch, message_ids: list[str] | None = None) -> 
     return HEADER + records.tobytes()
 
 
+def _check_header(body: bytes, magic: bytes, version: int, what: str, after_magic: str = "") -> None:
+    """The three header bytes every binary body starts with (magic, format
+    version, protocol version); ReportError naming what is wrong."""
+    if body[:3] != magic:
+        raise ReportError(f"not a {what}: it must start with {magic!r}{after_magic}")
+    if len(body) < 4 or body[3] != version:
+        raise ReportError(f"{what} version {body[3] if len(body) > 3 else None}; this server reads version {version}")
+    if len(body) < 5 or body[4] not in PROTOCOLS:
+        raise ReportError(f"{what} of protocol {body[4] if len(body) > 4 else None}; this server accepts "
+                          f"protocol {', '.join(map(str, PROTOCOLS))}")
+
+
 def decode_reports(body: bytes, round_id: str) -> tuple[list[str], ReportBatch]:
     """Message ids (hex) and the reports of a binary body; ReportError if it is
     not one (wrong header, format or protocol version, a length that is not whole records)."""
-    if body[:3] != MAGIC:
-        raise ReportError(f"not a binary report batch: it must start with {MAGIC!r} and a version byte")
-    if len(body) < 4 or body[3] != VERSION:
-        raise ReportError(f"binary report batch version {body[3] if len(body) > 3 else None}; this server reads "
-                          f"version {VERSION}")
-    if len(body) < 5 or body[4] not in PROTOCOLS:
-        raise ReportError(f"binary report batch of protocol {body[4] if len(body) > 4 else None}; this server "
-                          f"accepts protocol {', '.join(map(str, PROTOCOLS))}")
+    _check_header(body, MAGIC, VERSION, "binary report batch", " and a version byte")
     payload = body[len(HEADER):]
     if not payload or len(payload) % RECORD.itemsize:
         raise ReportError(f"binary report batch of {len(payload)} bytes is not a positive number of "
@@ -186,14 +191,7 @@ def decode_sketch(body: bytes) -> dict[str, Any]:
     """The fields of a binary sketch body, as ``SketchMessage`` takes them
     (``round_id`` is the caller's: it comes from the URL); ReportError if the
     bytes are not one."""
-    if body[:3] != SKETCH_MAGIC:
-        raise ReportError(f"not a binary sketch: it must start with {SKETCH_MAGIC!r}")
-    if len(body) < 4 or body[3] != SKETCH_VERSION:
-        raise ReportError(f"binary sketch version {body[3] if len(body) > 3 else None}; this server reads "
-                          f"version {SKETCH_VERSION}")
-    if len(body) < 5 or body[4] not in PROTOCOLS:
-        raise ReportError(f"binary sketch of protocol {body[4] if len(body) > 4 else None}; this server accepts "
-                          f"protocol {', '.join(map(str, PROTOCOLS))}")
+    _check_header(body, SKETCH_MAGIC, SKETCH_VERSION, "binary sketch")
     start = len(SKETCH_HEADER) + SKETCH_FIXED.itemsize
     if len(body) < start:
         raise ReportError(f"binary sketch of {len(body)} bytes is shorter than its {start}-byte header")
