@@ -19,12 +19,16 @@ _M2 = np.uint64(0x94D049BB133111EB)
 
 
 def mix64(x: U64) -> U64:
-    """SplitMix64 finaliser applied elementwise (a bijection of uint64)."""
-    with np.errstate(over="ignore"):
-        z = np.asarray(x, dtype=np.uint64) + _GOLDEN
-        z = (z ^ (z >> np.uint64(30))) * _M1
-        z = (z ^ (z >> np.uint64(27))) * _M2
-        return z ^ (z >> np.uint64(31))
+    """SplitMix64 finaliser applied elementwise (a bijection of uint64).
+
+    Computed on a 1-D view: numpy wraps uint64 array arithmetic silently and
+    warns only for scalars, so no ``errstate`` context is needed (a device
+    calls this ~20 times per report: the context cost more than the hash)."""
+    a = np.asarray(x, dtype=np.uint64)
+    z = a.reshape(-1) + _GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * _M1
+    z = (z ^ (z >> np.uint64(27))) * _M2
+    return (z ^ (z >> np.uint64(31))).reshape(a.shape)
 
 
 def node_keys(level_key: np.uint64 | int, coords: NDArray[np.int64]) -> U64:
@@ -38,10 +42,10 @@ def node_keys(level_key: np.uint64 | int, coords: NDArray[np.int64]) -> U64:
     if c.ndim == 1:
         c = c[:, None]
     h = np.full(c.shape[0], np.uint64(level_key), dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for j in range(c.shape[1]):
-            col = c[:, j].astype(np.uint64) + np.uint64(j) * _GOLDEN
-            h = mix64(h ^ col)
+    steps = np.arange(c.shape[1], dtype=np.uint64) * _GOLDEN  # j gamma mod 2^64 (uint64 arrays wrap silently)
+    cols = c.astype(np.uint64) + steps
+    for j in range(c.shape[1]):
+        h = mix64(h ^ cols[:, j])
     return h
 
 

@@ -12,9 +12,10 @@ ICML'21), the device instead picks one of N public candidate directions
 and sends only its index:
 
 1. It draws a nonce (64 bits, uniform, data-independent) and derives N
-   candidate unit vectors V_0..V_{N-1} from (round key, nonce, index) with a
-   public counter-based hash (``candidate_vectors``; the server regenerates
-   any one of them).
+   candidate unit vectors V_0..V_{N-1} from (round key, nonce, index)
+   (``privunit_codebook``: fresh from a counter-based hash below d = 16, a
+   round's shared codebook under a per-nonce signed permutation from d = 16;
+   the server regenerates any one of them).
 2. The cap C(u) is the K candidates with the largest <V_i, u> (ties broken by
    index): a deterministic set of exactly K indices, whatever u is.
 3. With probability p_c = A / 2^32 (``exact_sampling.bernoulli_dyadic``) it
@@ -33,8 +34,10 @@ the ball are first rounded to +-x/|x| with P(+) = (1 + |x|)/2; every
 output's probability lies in [(1-p_c)/(N-K), p_c/K] for every sphere point,
 so the mixture does too.
 
-Decoding. The candidates are i.i.d. uniform on the sphere given the nonce,
-so by symmetry E[V_J | u] = c u with c = mu_K (p_c / K - (1 - p_c)/(N - K)),
+Decoding. The candidates are i.i.d. uniform on the sphere given the nonce
+(fresh form; the shared form is unbiased over the round's seed and within
+0.2% of it for one codebook, ``privunit_codebook``), so by symmetry
+E[V_J | u] = c u with c = mu_K (p_c / K - (1 - p_c)/(N - K)),
 mu_K = E[sum of the K largest of N i.i.d. <V, u>] (t = 2 Beta(a, a) - 1,
 a = (d-1)/2; a 1-D integral, ``_top_sum``). The server outputs V_J / c:
 unbiased, norm 1/c. As N grows with K / N fixed this is PrivUnit with its
@@ -68,12 +71,10 @@ from shoal.common.exact_sampling import (
     dyadic_below,
     log_ratio_upper,
 )
-from shoal.common.hashing import mix64
-from shoal.common.public_stream import box_muller
+from shoal.common.privunit_codebook import candidates, scores, shared
 
 MAX_CANDIDATES = 1 << 16
 CHUNK_ELEMENTS = 1 << 22  # devices x candidates x dim per vectorised block (32 MB of float64)
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # SplitMix64's gamma
 
 
 def default_candidates(epsilon: float) -> int:
@@ -204,40 +205,6 @@ def _best_cap(dim: int, epsilon: float, n: int) -> int:
     return best_k
 
 
-def candidate_vectors(
-    key: int, nonces: NDArray[np.uint64], indices: NDArray[np.int64], dim: int
-) -> NDArray[np.float64]:
-    """Unit vectors V(key, nonce, index): shape nonces/indices broadcast + (dim,).
-
-    Public randomness, random access (the server regenerates candidate J
-    alone), specified in ``docs/protocol/public-randomness.md``:
-    base = mix64(mix64(nonce XOR key) XOR index) with mix64 the SplitMix64
-    step (``common.hashing.mix64``: add the golden gamma, then its
-    finaliser); the candidate's words are the SplitMix64 stream seeded with
-    base, w_j = mix64(base + j gamma) for j = 0 .. ceil(dim / 2) - 1; its
-    coordinates are the stream's Box-Muller pairs (``public_stream.box_muller``,
-    binary64), the last dropped for odd dim, divided by their norm. The key
-    is a word of the round's public stream (``public_random``,
-    ``local_refine_round``). SplitMix64 rather than SHAKE-256 here: the
-    audits and the server regenerate 10^8 candidates, one random access
-    each, which only a vectorised integer hash does in seconds.
-
-    No privacy rests on these numbers: ``select`` depends on them only
-    through the cap C(u) the device computes from the candidates it derived
-    itself (module docstring), so a codebook that differs by a few ulps in
-    another implementation (``log``/``cos``/``sin`` are not correctly rounded
-    everywhere) leaves every index's probability p_c / K or (1 - p_c) / (N - K);
-    the server's decode of it moves by the same few ulps
-    (``tests/common/test_privunit.py``)."""
-    with np.errstate(over="ignore"):
-        base = mix64(mix64(np.asarray(nonces, dtype=np.uint64) ^ np.uint64(key)) ^ np.asarray(indices, dtype=np.uint64))
-        pairs = (dim + 1) // 2
-        j = np.arange(pairs, dtype=np.uint64)
-        h = mix64(base[..., None] + j * _GOLDEN)
-    g = box_muller(h)[..., :dim]
-    return np.asarray(g / np.linalg.norm(g, axis=-1, keepdims=True))
-
-
 def cap_mask(scores: NDArray[np.float64], k: int) -> NDArray[np.bool_]:
     """C(u) as a mask over the last axis: the K largest scores, ties broken by
     lowest index (a deterministic function of the scores; O(N) per row). A
@@ -288,12 +255,10 @@ def select(
     in_cap = bernoulli_dyadic(params.cap_numerator, n, rng)
     pick = np.where(in_cap, rng.integers(0, k, size=n), rng.integers(0, big - k, size=n))
     index = np.empty(n, dtype=np.int64)
-    every = np.arange(big, dtype=np.int64)
-    step = max(1, CHUNK_ELEMENTS // (big * params.dim))
+    step = max(1, CHUNK_ELEMENTS // (big * (1 if shared(params.dim) else params.dim)))
     for lo in range(0, n, step):
         sl = slice(lo, min(n, lo + step))
-        cand = candidate_vectors(key, nonces[sl, None], every[None, :], params.dim)
-        mask = cap_mask(np.einsum("ncd,nd->nc", cand, u[sl]), k)
+        mask = cap_mask(scores(key, nonces[sl], u[sl, None, :], big)[:, 0, :], k)
         index[sl] = _nth_true(np.where(in_cap[sl, None], mask, ~mask), pick[sl])
     return nonces, index
 
@@ -306,7 +271,7 @@ def decode(
     step = max(1, CHUNK_ELEMENTS // params.dim)
     for lo in range(0, out.shape[0], step):
         sl = slice(lo, lo + step)
-        out[sl] = candidate_vectors(key, nonces[sl], index[sl], params.dim)
+        out[sl] = candidates(key, nonces[sl], index[sl], params.dim, params.candidates)
     return out / params.scale
 
 
@@ -351,12 +316,11 @@ def cap_members(
     n, big, k = index.shape[0], params.candidates, params.cap
     out = np.empty(dirs.shape[:2], dtype=bool)
     every = np.arange(big, dtype=np.int64)
-    step = max(1, CHUNK_ELEMENTS // (big * params.dim))
+    step = max(1, CHUNK_ELEMENTS // (big * (dirs.shape[1] if shared(params.dim) else params.dim)))
     for lo in range(0, n, step):
         sl = slice(lo, min(n, lo + step))
-        cand = candidate_vectors(key, nonces[sl, None], every[None, :], params.dim)
-        scores = np.einsum("ncd,nhd->nhc", cand, dirs[sl])
-        mine = np.take_along_axis(scores, np.broadcast_to(index[sl, None, None], scores.shape[:2] + (1,)), axis=2)
-        rank = (scores > mine).sum(axis=2) + ((scores == mine) & (every < index[sl, None, None])).sum(axis=2)
+        sc = scores(key, nonces[sl], dirs[sl], big)
+        mine = np.take_along_axis(sc, np.broadcast_to(index[sl, None, None], sc.shape[:2] + (1,)), axis=2)
+        rank = (sc > mine).sum(axis=2) + ((sc == mine) & (every < index[sl, None, None])).sum(axis=2)
         out[sl] = rank < k
     return out[:, 0] if single else out

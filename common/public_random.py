@@ -62,7 +62,7 @@ class PublicRandomness:
     planes: NDArray[np.float64]
     level_keys: NDArray[np.uint64]
     hist_seeds: NDArray[np.uint64]
-    vec_key: int  # the PrivUnit codebook's key (``privunit.candidate_vectors``)
+    vec_key: int  # the PrivUnit codebook's key (``privunit_codebook``)
 
     @staticmethod
     def from_config(config: RoundConfig) -> PublicRandomness:

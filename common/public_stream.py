@@ -40,9 +40,9 @@ from numpy.typing import NDArray
 
 from shoal.common.errors import ConfigError
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 """The wire protocol this code speaks (0: numpy-derived public randomness, before issue 45)."""
-PROTOCOLS = (1,)
+PROTOCOLS = (2,)
 """Every protocol version this build's devices and server accept in configs and messages."""
 
 _TWO_PI = 2 * math.pi

@@ -15,6 +15,7 @@ import math
 import numbers
 import secrets
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, Literal
 
 from shoal.common.accounting import (
@@ -240,13 +241,13 @@ class RoundConfig:
         vec = t * (1 << self.vec_columns_log2) * d * 8 if self.eps_vec > 0 else 0
         return 2 * (hist + vec) + n * (3 * d * 8 + 64)
 
-    @property
+    @cached_property
     def vec_params(self) -> PrivUnitParams | None:
         if self.eps_vec <= 0:
             return None
         return PrivUnitParams.calibrate(self.dim, self.eps_vec, self.vec_candidates, self.vec_cap)
 
-    @property
+    @cached_property
     def root_params(self) -> PrivUnitParams | None:
         """The root report's codebook PrivUnit, at the device's full epsilon."""
         if self.root_share <= 0:

@@ -69,7 +69,8 @@ from shoal.common.messages import (
     share_array,
 )
 from shoal.common.nets import LatticeNet, node_space
-from shoal.common.privunit import PrivUnitParams, candidate_vectors, cap_members
+from shoal.common.privunit import PrivUnitParams, cap_members
+from shoal.common.privunit_codebook import candidates
 from shoal.common.public_random import PublicRandomness
 from shoal.common.signing import _DOMAIN, SigningKey, canonical, fingerprint, verify_config
 
@@ -186,7 +187,7 @@ def privunit_facts(point: np.ndarray, params: PrivUnitParams, key: int, nonce: s
     unit = point / norm if norm > 0 else np.eye(point.size)[0]
     u = unit * (1.0 if draws["sphere_coin"] < (1 + min(norm, 1.0)) / 2 else -1.0)
     n = np.array([int(nonce, 16)], dtype=np.uint64)
-    cand = candidate_vectors(key, n, np.array([index]), params.dim)[0]
+    cand = candidates(key, n, np.array([index]), params.dim, params.candidates)[0]
     member = bool(cap_members(n, np.array([index]), u[None, :], params, key)[0])
     return {"norm": norm, "sphere_point": array(u), "candidate": array(cand), "score": float(cand @ u),
             "in_cap": member, "params": {"candidates": params.candidates, "cap": params.cap,

@@ -21,14 +21,15 @@ def _published() -> dict:
 
 def test_a_published_config_carries_the_version_and_parses_back():
     data = _published()
-    assert data["protocol"] == PROTOCOL_VERSION == 1 and check_protocol(data) == 1
+    assert data["protocol"] == PROTOCOL_VERSION == 2 and check_protocol(data) == 2
     assert parse_config(data) == derive_config(1000, 3, 2, 2.0, seed=1)
 
 
 @pytest.mark.parametrize("version,needle", [
     (None, "no protocol version: it was published before protocol 1"),
-    (0, "this round speaks protocol 0; this build speaks protocol 1"),
-    (2, "this round speaks protocol 2; this build speaks protocol 1"),
+    (0, "this round speaks protocol 0; this build speaks protocol 2"),
+    (1, "this round speaks protocol 1; this build speaks protocol 2"),
+    (3, "this round speaks protocol 3; this build speaks protocol 2"),
     ("1", "this round speaks protocol '1'"),
 ])
 def test_a_config_of_another_version_is_refused_naming_both(version, needle):
@@ -43,8 +44,8 @@ def test_a_config_of_another_version_is_refused_naming_both(version, needle):
 
 def test_messages_carry_the_version_and_refuse_another():
     m = CodebookMessage(round_id="r", message_id=new_message_id(), nonce="0" * 16, index=3)
-    assert '"protocol":1' in m.model_dump_json()
-    with pytest.raises(ValidationError, match="protocol version 0 is not spoken here: this server accepts protocol 1"):
+    assert '"protocol":2' in m.model_dump_json()
+    with pytest.raises(ValidationError, match="protocol version 0 is not spoken here: this server accepts protocol 2"):
         DeviceMessage.model_validate({"round_id": "r", "message_id": new_message_id(), "protocol": 0})
 
 
@@ -79,6 +80,6 @@ def test_a_device_refuses_a_round_of_another_version(server, tmp_path, monkeypat
         return r
 
     monkeypatch.setattr(dev, "_request", older)
-    with pytest.raises(ConfigError, match="this round speaks protocol 0; this build speaks protocol 1"):
+    with pytest.raises(ConfigError, match="this round speaks protocol 0; this build speaks protocol 2"):
         dev.participate(rnd["id"], [0.1, 0.2, 0.3])
     assert dev.ledger.spent == 0

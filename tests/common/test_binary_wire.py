@@ -42,11 +42,11 @@ def test_fresh_message_ids_are_random_and_distinct():
     (b"{\"messages\": []}", "must start with"),
     (b"SHB\x03\x01" + bytes(38), "version 3"),
     (b"SHB\x01" + bytes(38), "version 1; this server reads version 2"),  # format 1: protocol 0's reports
-    (b"SHB\x02\x00" + bytes(38), "protocol 0; this server accepts protocol 1"),
+    (b"SHB\x02\x00" + bytes(38), "protocol 0; this server accepts protocol 2"),
     (b"SHB\x02\x07" + bytes(38), "protocol 7"),
     (b"SHB\x02", "protocol None"),
-    (b"SHB\x02\x01" + bytes(37), "not a positive number of 38-byte records"),
-    (b"SHB\x02\x01", "not a positive number"),
+    (b"SHB\x02\x02" + bytes(37), "not a positive number of 38-byte records"),
+    (b"SHB\x02\x02", "not a positive number"),
 ])
 def test_anything_else_is_refused_with_what_is_wrong(body, needle):
     with pytest.raises(ReportError, match=needle):

@@ -75,6 +75,29 @@ def test_vec_report_is_eps_ldp_on_the_wire(eps, pair):
 
 
 @pytest.mark.parametrize("eps", EPS)
+@pytest.mark.parametrize("dim", [16, 100])
+@pytest.mark.parametrize("pair", ["axis e1 vs e2", "axis e1 vs -e1", "records 1e-6 apart"])
+def test_shared_codebook_vec_report_is_eps_ldp_on_the_wire(eps, dim, pair):
+    """From d = 16 the candidates are the round's codebook under a per-nonce
+    signed permutation (``privunit_codebook``): the same replay, the same bound."""
+    x1, x2 = {"axis e1 vs e2": (_unit(dim, 0), _unit(dim, 1)),
+              "axis e1 vs -e1": (_unit(dim, 0), _unit(dim, 0, -1.0)),
+              "records 1e-6 apart": (np.full(dim, 0.2), np.full(dim, 0.2) + 1e-6)}[pair]
+    params = PrivUnitParams.calibrate(dim, eps, candidates=32)
+    c1, c2 = joint_counts(_privunit_codes(x1, (x1, x2), params, 1), _privunit_codes(x2, (x1, x2), params, 2))
+    assert simultaneous_lower_bound(c1, c2) <= eps
+
+
+def test_the_shared_codebook_audit_catches_a_device_that_overspends():
+    """The same replay against a device whose cap coin is calibrated at eps 3
+    while eps 1 is claimed: the lower bound exceeds the claim."""
+    x1, x2 = _unit(16, 0), _unit(16, 1)
+    params = PrivUnitParams.calibrate(16, 3.0, candidates=32)
+    c1, c2 = joint_counts(_privunit_codes(x1, (x1, x2), params, 1), _privunit_codes(x2, (x1, x2), params, 2))
+    assert simultaneous_lower_bound(c1, c2) > 1.0
+
+
+@pytest.mark.parametrize("eps", EPS)
 def test_the_wire_audit_catches_floating_point_privunit(eps):
     """shoal 0.1's PrivUnit at vector eps on axis inputs e1 vs e2: the replay of
     q on the 2^-53 grid separates them beyond eps."""

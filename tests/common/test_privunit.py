@@ -48,7 +48,7 @@ def test_variance_beats_duchi_at_eps_4_d_100():
     assert p.expected_sq_norm < duchi / 3
 
 
-@pytest.mark.parametrize("dim,eps,n", [(3, 1.0, 64), (8, 6.0, 128)])
+@pytest.mark.parametrize("dim,eps,n", [(3, 1.0, 64), (8, 6.0, 128), (20, 4.0, 1024), (100, 3.0, 1024)])
 def test_wire_estimator_is_unbiased(dim, eps, n):
     rng = np.random.default_rng(1)
     p = PrivUnitParams.calibrate(dim, eps, candidates=n)

@@ -16,7 +16,8 @@ from shoal.common import public_stream as ps
 from shoal.common.bounds import PublicBound
 from shoal.common.exact_sampling import DYADIC_ONE
 from shoal.common.partition_round import derive_partition
-from shoal.common.privunit import PrivUnitParams, candidate_vectors, cap_members, decode, select
+from shoal.common.privunit import PrivUnitParams, cap_members, decode, select
+from shoal.common.privunit_codebook import candidate_vectors, codebook, nonce_transform
 from shoal.common.public_random import LABELS, PublicRandomness
 from shoal.common.refine_round import split_candidates
 from shoal.common.sketch import SketchParams, frequencies
@@ -25,7 +26,7 @@ from shoal.common.tree_round import derive_config
 SEED, LABEL = 20250101, "shoal/v1/test"
 
 
-def _spec_bytes(seed: int, label: str, n: int, version: int = 1) -> bytes:
+def _spec_bytes(seed: int, label: str, n: int, version: int = 2) -> bytes:
     raw = label.encode()
     return hashlib.shake_256(version.to_bytes(4, "little") + seed.to_bytes(8, "little")
                              + len(raw).to_bytes(4, "little") + raw).digest(n)
@@ -36,7 +37,7 @@ def _spec_words(seed: int, label: str, n: int) -> list[int]:
 
 
 def test_the_stream_input_is_the_documented_encoding():
-    assert ps.encode(1, "ab") == bytes([1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0]) + b"ab"
+    assert ps.encode(1, "ab") == bytes([2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0]) + b"ab"
     assert ps.words(SEED, LABEL, 5).tolist() == _spec_words(SEED, LABEL, 5)
     # an XOF: a longer read extends the shorter one
     assert ps.words(SEED, LABEL, 9)[:5].tolist() == _spec_words(SEED, LABEL, 5)
@@ -101,6 +102,9 @@ def _objects() -> dict[str, np.ndarray]:
                 out[f"tree-{enc}/{name}"] = a
     out["privunit/candidates"] = candidate_vectors(0x0123456789ABCDEF, np.array([[1], [2**64 - 1]], dtype=np.uint64),
                                                    np.arange(64)[None, :], 7)
+    out["privunit/shared-codebook"] = np.array(codebook(0x0123456789ABCDEF, 64, 20))
+    perm, signs = nonce_transform(0x0123456789ABCDEF, np.array([1, 2**64 - 1], dtype=np.uint64), 20)
+    out["privunit/nonce-permutation"], out["privunit/nonce-signs"] = perm, signs
     out["sketch/frequencies"] = frequencies(SketchParams(dim=5, size=40, measurements=40, epsilon=1.0, seed=99,
                                                          scale_low=0.01, scale_high=1.0))
     out["partition/hyperplanes"] = derive_partition(10_000, 6, 3, 1.0, 1e-6, PublicBound(radius=1.0), 100,
@@ -117,19 +121,22 @@ def _digest(a: np.ndarray) -> str:
 # SHA-256 (first 16 hex digits) of dtype, shape and bytes of each object, on this
 # machine's libm for the Gaussian ones (``box_muller``). A change here is a protocol change.
 PINNED = {
-    "tree-lsh/planes": "8437ec3b37e8ee89",
-    "tree-lsh/level_keys": "db5a8b88502336a1",
-    "tree-lsh/hist_seeds": "1b3e33c4b5c90f1f",
-    "tree-lsh/vec_key": "728031c5c45ff707",
-    "tree-nettree/projection": "293d2c0221104558",
-    "tree-nettree/shifts": "96faaa85a860be92",
-    "tree-nettree/level_keys": "144b51a516b45aa0",
-    "tree-nettree/hist_seeds": "1b3e33c4b5c90f1f",
-    "tree-nettree/vec_key": "728031c5c45ff707",
+    "tree-lsh/planes": "ad12a58f782f1daf",
+    "tree-lsh/level_keys": "7fd24f9d648fb91d",
+    "tree-lsh/hist_seeds": "a191e9301a17263c",
+    "tree-lsh/vec_key": "cd742c291895d557",
+    "tree-nettree/projection": "59c45f564439c1f6",
+    "tree-nettree/shifts": "d35af38eb62befed",
+    "tree-nettree/level_keys": "b02382488bf8d698",
+    "tree-nettree/hist_seeds": "a191e9301a17263c",
+    "tree-nettree/vec_key": "cd742c291895d557",
     "privunit/candidates": "226991da2006b002",
-    "sketch/frequencies": "d38808277fd637ec",
-    "partition/hyperplanes": "09413d1c2f6fdbe1",
-    "refine/split": "f1cd3e7cbea060e4",
+    "privunit/shared-codebook": "968ee75dd24a1a66",
+    "privunit/nonce-permutation": "be0e11f33ba11664",
+    "privunit/nonce-signs": "62d59110d7c5a1a1",
+    "sketch/frequencies": "f84a6deacabf4271",
+    "partition/hyperplanes": "32a45f02ab647c6d",
+    "refine/split": "43daf9fc4329c921",
 }
 
 
@@ -169,16 +176,18 @@ def test_the_projection_is_stream_gaussians_times_the_scale_within_the_tolerance
     assert float(ulps.max()) <= 4
 
 
-def test_a_codebook_a_few_ulps_off_keeps_the_cap_probability_and_moves_the_decode_by_ulps(monkeypatch):
+@pytest.mark.parametrize("dim", [5, 20])
+def test_a_codebook_a_few_ulps_off_keeps_the_cap_probability_and_moves_the_decode_by_ulps(monkeypatch, dim):
     """Another implementation's log/cos/sin may move every candidate by a few
     ulps. The device's selection depends only on the candidates it derived
-    itself: with a codebook 4 ulps off, the sent index is still in its own cap
-    with probability exactly p_c (what eps rests on), and the server's decode
-    of the same report from the exact codebook differs by ~ulps of 1 / c."""
-    import shoal.common.privunit as pu
+    itself: with a codebook 4 ulps off (fresh candidates at d = 5, the shared
+    codebook at d = 20), the sent index is still in its own cap with
+    probability exactly p_c (what eps rests on), and the server's decode of
+    the same report from the exact codebook differs by ~ulps of 1 / c."""
+    import shoal.common.privunit_codebook as pc
 
-    p = PrivUnitParams.calibrate(5, 2.0, candidates=32)
-    exact = pu.candidate_vectors
+    p = PrivUnitParams.calibrate(dim, 2.0, candidates=32)
+    exact = pc.candidate_vectors
 
     def off(key, nonces, indices, dim):
         v = exact(key, nonces, indices, dim)
@@ -186,13 +195,15 @@ def test_a_codebook_a_few_ulps_off_keeps_the_cap_probability_and_moves_the_decod
             v = np.nextafter(v, np.inf)
         return v
 
-    x = np.zeros((50_000, 5))
+    x = np.zeros((50_000, dim))
     x[:, 2] = 1.0
-    monkeypatch.setattr(pu, "candidate_vectors", off)
+    pc.codebook.cache_clear()
+    monkeypatch.setattr(pc, "candidate_vectors", off)
     nonces, index = select(x, p, 77, np.random.default_rng(3))
     share = cap_members(nonces, index, x, p, 77).mean()
     mine = decode(nonces[:2000], index[:2000], p, 77)
-    monkeypatch.setattr(pu, "candidate_vectors", exact)
+    monkeypatch.setattr(pc, "candidate_vectors", exact)
+    pc.codebook.cache_clear()
     q = p.cap_numerator / DYADIC_ONE
     assert abs(share - q) < 5 * math.sqrt(q * (1 - q) / x.shape[0])
     server = decode(nonces[:2000], index[:2000], p, 77)

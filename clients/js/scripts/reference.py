@@ -34,7 +34,8 @@ from shoal.common.hadamard import hadamard_sign
 from shoal.common.hashing import bucket_hash, mix64, node_keys
 from shoal.common.kinds import config_kinds
 from shoal.common.nets import node_space
-from shoal.common.privunit import PrivUnitParams, candidate_vectors, cap_mask
+from shoal.common.privunit import PrivUnitParams, cap_mask
+from shoal.common.privunit_codebook import candidates, scores
 from shoal.common.public_random import PublicRandomness, projection_scale
 from shoal.common.tree_round import derive_config
 
@@ -146,8 +147,9 @@ def tree_case(name: str, config: Any, points: np.ndarray, nonce: int) -> dict[st
     params = config.vec_params or config.root_params
     u = x[0] / max(np.linalg.norm(x[0]), 1e-300)
     every = np.arange(params.candidates, dtype=np.int64)
-    cand = candidate_vectors(public.vec_key, np.array([nonce], dtype=np.uint64)[:, None], every[None, :], params.dim)[0]
-    mask = cap_mask((cand @ u)[None, :], params.cap)[0]
+    nonces = np.full(params.candidates, nonce, dtype=np.uint64)
+    cand = candidates(public.vec_key, nonces, every, params.dim, params.candidates)
+    mask = cap_mask(scores(public.vec_key, nonces[:1], u[None, None, :], params.candidates)[0], params.cap)[0]
     return {
         "name": name,
         "config_text": json.dumps(kind.dump(config)),

@@ -2,10 +2,13 @@
  * PrivUnit on a public codebook (common/privunit.py): the device sends a
  * 64-bit nonce and the index of one of N public candidate directions.
  *
- * 1. Candidates V(key, nonce, index): base = mix64(mix64(nonce xor key) xor
- *    index); words w_j = mix64(base + j gamma); the Box-Muller pairs of the
- *    words (the last sine dropped for odd d), divided by their norm
- *    (docs/protocol/public-randomness.md, "PrivUnit candidates").
+ * 1. Candidates V(key, nonce, index) (docs/protocol/public-randomness.md,
+ *    "PrivUnit candidates"), fresh below d = 16: base = mix64(mix64(nonce xor
+ *    key) xor index); words w_j = mix64(base + j gamma); the Box-Muller pairs
+ *    of the words (the last sine dropped for odd d), divided by their norm.
+ *    From d = 16 on, shared (common/privunit_codebook.py): the round's
+ *    codebook row C_index = the fresh candidate (key, nonce 0, index), kept
+ *    per round, under the nonce's signed permutation: V_i = s_i C[pi_i].
  * 2. The cap C(u): the K candidates with the largest <V_i, u>, ties to the
  *    lowest index; a NaN score counts as -inf.
  * 3. With probability A / 2^32 an index uniform on C(u), else one uniform on
@@ -34,17 +37,69 @@ export interface PrivUnitParams {
 const G_HI = 0x9e3779b9;
 const G_LO = 0x7f4a7c15;
 
-/**
- * Candidate `index` of `nonce` under `key`, as a unit vector written into
- * `out` (length dim); `g` is scratch of length dim.
- */
-export function candidateInto(key: bigint, nonce: bigint, index: number, dim: number, out: Float64Array): void {
+/** From this dimension on, candidates are a round's shared codebook under a per-nonce signed permutation. */
+export const SHARED_MIN_DIM = 16;
+const TRANSFORM_TAG = 0xffffffffffffffffn;
+const GAMMA = 0x9e3779b97f4a7c15n;
+const MASK64 = 0xffffffffffffffffn;
+
+/** The fresh candidate `index` of `nonce` under `key` (a unit vector), into `out` (length dim). */
+export function freshCandidateInto(key: bigint, nonce: bigint, index: number, dim: number, out: Float64Array): void {
   const base = mix64Big(mix64Big(nonce ^ key) ^ BigInt(index));
   const b = toPair(base);
   const r: Pair = { hi: 0, lo: 0 };
   const w: Pair = { hi: 0, lo: 0 };
   const step: Pair = { hi: 0, lo: 0 };
   fillCandidate(b.hi, b.lo, dim, out, r, w, step);
+}
+
+/** A nonce's signed permutation: perm lists 0..dim-1 by (w_i >> 1, i), sign_i = -1 iff w_i is odd. */
+export function nonceTransform(key: bigint, nonce: bigint, dim: number): { perm: Int32Array; signs: Float64Array } {
+  const base = mix64Big(mix64Big(nonce ^ key) ^ TRANSFORM_TAG);
+  const order: { k: bigint; i: number }[] = [];
+  const signs = new Float64Array(dim);
+  for (let i = 0; i < dim; i++) {
+    const w = mix64Big((base + BigInt(i) * GAMMA) & MASK64);
+    signs[i] = (w & 1n) === 1n ? -1 : 1;
+    order.push({ k: w >> 1n, i });
+  }
+  order.sort((a, b) => (a.k < b.k ? -1 : a.k > b.k ? 1 : a.i - b.i));
+  return { perm: Int32Array.from(order, (o) => o.i), signs };
+}
+
+const books = new Map<string, Float64Array>();
+
+/** The round's shared codebook (candidates x dim, row-major): row j = the fresh candidate (key, 0, j). Kept per round. */
+export function codebook(key: bigint, candidates: number, dim: number): Float64Array {
+  const id = `${key}/${candidates}/${dim}`;
+  let book = books.get(id);
+  if (book === undefined) {
+    book = new Float64Array(candidates * dim);
+    const row = new Float64Array(dim);
+    for (let j = 0; j < candidates; j++) {
+      freshCandidateInto(key, 0n, j, dim, row);
+      book.set(row, j * dim);
+    }
+    if (books.size >= 8) books.delete(books.keys().next().value as string);
+    books.set(id, book);
+  }
+  return book;
+}
+
+/**
+ * Candidate `index` of `nonce` under `key`, as a unit vector written into
+ * `out` (length dim): fresh below SHARED_MIN_DIM, else the codebook row under
+ * the nonce's signed permutation.
+ */
+export function candidateInto(key: bigint, nonce: bigint, index: number, dim: number, out: Float64Array): void {
+  if (dim < SHARED_MIN_DIM) {
+    freshCandidateInto(key, nonce, index, dim, out);
+    return;
+  }
+  const row = new Float64Array(dim);
+  freshCandidateInto(key, 0n, index, dim, row);
+  const { perm, signs } = nonceTransform(key, nonce, dim);
+  for (let i = 0; i < dim; i++) out[i] = signs[i]! * row[perm[i]!]!;
 }
 
 /** The candidate whose SplitMix64 stream starts at base (bhi:blo), into out. */
@@ -73,6 +128,19 @@ function fillCandidate(bhi: number, blo: number, dim: number, out: Float64Array,
 export function scores(key: bigint, nonce: bigint, u: Float64Array, params: PrivUnitParams): Float64Array {
   const { dim, candidates } = params;
   const out = new Float64Array(candidates);
+  if (dim >= SHARED_MIN_DIM) {
+    // <s_i C_j[pi_i], u> = <C_j, w> with w[pi_i] = s_i u_i: one pass over the round's codebook
+    const book = codebook(key, candidates, dim);
+    const { perm, signs } = nonceTransform(key, nonce, dim);
+    const w = new Float64Array(dim);
+    for (let i = 0; i < dim; i++) w[perm[i]!] = signs[i]! * u[i]!;
+    for (let j = 0, at = 0; j < candidates; j++, at += dim) {
+      let s = 0;
+      for (let m = 0; m < dim; m++) s += book[at + m]! * w[m]!;
+      out[j] = s;
+    }
+    return out;
+  }
   const v = new Float64Array(dim);
   const r: Pair = { hi: 0, lo: 0 };
   const w: Pair = { hi: 0, lo: 0 };

@@ -15,9 +15,9 @@ import { shake256 } from "@noble/hashes/sha3.js";
 import { MASK64, type Pair, readU64 } from "./u64.js";
 import { ConfigError } from "./errors.js";
 
-export const PROTOCOL_VERSION = 1;
+export const PROTOCOL_VERSION = 2;
 /** The protocol versions this device speaks. */
-export const PROTOCOLS: readonly number[] = [1];
+export const PROTOCOLS: readonly number[] = [2];
 
 const TWO_POW_64 = 1n << 64n;
 const TWO_PI = 2 * Math.PI; // the double nearest 2 pi, as in the reference
