@@ -20,7 +20,6 @@ import numpy as np
 from shoal.client.kinds import device_kind
 from shoal.client.ledger import Ledger, Spend
 from shoal.client.participation import Participation, TransportError
-from shoal.common.binary_wire import CONTENT_TYPE, decode_sketch, recorded_body, tree_json_to_binary
 from shoal.common.errors import ReportError
 from shoal.common.kinds import check_protocol, config_kinds, kind_name, parse_config
 from shoal.common.signing import config_digest, pinned_key, verify_config
@@ -127,6 +126,8 @@ class Device:
             r = self._request("POST", f"/rounds/{round_id}/messages", base=self.shuffler_url, content=body,
                               headers={"content-type": "application/json", "X-Device-Token": self.device_token})
         elif where == "binary":
+            from shoal.common.binary_wire import CONTENT_TYPE
+
             r = self._request("POST", f"/rounds/{round_id}/reports/binary", content=body,
                               headers={"content-type": CONTENT_TYPE})
         else:
@@ -183,6 +184,10 @@ def wire_body(message: str, binary: bool = True, round_id: str = "") -> tuple[by
     With ``binary=False`` a sketch recorded in binary goes as its JSON (same message id)."""
     if message.startswith(('{"sealed"', '{"parts"')):
         return message.encode(), "shuffler"
+    # binary_wire (and common/messages' ReportBatch) loads with the first direct report, not with the
+    # device: a sealed submission (shuffle, secure-sum, curator rounds) never needs it (issue 45, Build 5)
+    from shoal.common.binary_wire import decode_sketch, recorded_body, tree_json_to_binary
+
     recorded = recorded_body(message)
     if recorded is not None:
         if binary:

@@ -11,15 +11,17 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from shoal.client.ledger import Spend
 from shoal.common.envelope import seal
 from shoal.common.errors import PrivacyError, ShoalError
-from shoal.common.messages import sealed_share_parts
-from shoal.common.secure_sum import SecureSumParams
 from shoal.common.signing import TrustError
+
+if TYPE_CHECKING:  # a device that joins no secure-sum round never loads these (issue 45, Build 5)
+    from shoal.common.secure_sum import SecureSumParams
 
 
 class TransportError(ShoalError):
@@ -86,5 +88,7 @@ class Participation:
 
     def secure_sum_message(self, shares: np.ndarray) -> str:
         """This device's shares (1, s, L + 1), each sealed on its own, as one submission for the shuffler."""
+        from shoal.common.messages import sealed_share_parts
+
         parts = sealed_share_parts(shares, self.server_public_key, self.round_id)[0]
         return json.dumps({"parts": parts, "config_digest": self.config_digest})

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
@@ -40,7 +40,7 @@ def _derive_key(shared: bytes, eph_pub: bytes, server_pub: bytes) -> bytes:
 
 
 def public_key_bytes(key: X25519PublicKey) -> bytes:
-    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return key.public_bytes_raw()  # = public_bytes(Encoding.Raw, PublicFormat.Raw), without loading serialization
 
 
 def seal(plaintext: bytes, server_public: bytes, round_id: str) -> bytes:
@@ -75,6 +75,9 @@ def open_sealed(sealed: bytes, server_private: X25519PrivateKey, round_id: str) 
 
 def load_or_create_key(path: Path) -> X25519PrivateKey:
     """The server's key pair, persisted (PKCS8 PEM, mode 0600) so it survives restarts."""
+    # the server's key file: not on a device's import path (issue 45, Build 5)
+    from cryptography.hazmat.primitives import serialization
+
     path = Path(path)
     if path.exists():
         key = serialization.load_pem_private_key(path.read_bytes(), password=None)

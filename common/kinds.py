@@ -7,7 +7,9 @@ system imports only what it may:
 - here, in ``shoal.common``: the config (parse and validate, serialise)
   and its privacy event record: a :class:`ConfigKind` declared at the
   bottom of the kind's config module (``tree_round.py``,
-  ``sketch_round.py``, ``refine_round.py``) and listed in ``_MODULES``;
+  ``sketch_round.py``, ``refine_round.py``) and listed in ``_MODULES``
+  (name -> module, imported when that kind is first asked for: a device
+  loads only the kinds of the rounds it joins; issue 45, Build 5);
 - in ``shoal.client.kinds``: what a device does to take part (its budget
   spend and its one message), and the simulator's vectorised encoder;
 - in ``shoal.server.rounds.kinds``: deriving the config from an operator's
@@ -31,15 +33,15 @@ server that opened it).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from shoal.common.errors import ConfigError
-from shoal.common.events import SecureSumEvent
 from shoal.common.public_stream import PROTOCOL_VERSION, PROTOCOLS
 
 if TYPE_CHECKING:
+    from shoal.common.events import SecureSumEvent
     from shoal.common.secure_sum import SecureSumParams
 
 # Rows a server decode reads from the store at a time (``Store.iter_rows``): a
@@ -57,9 +59,54 @@ def decode_chunk_rows(row_bytes: int) -> int:
 
 # A config published without a "kind" key predates kinds: it is a tree round's.
 LEGACY_KIND = "tree"
-_MODULES = ("shoal.common.tree_round", "shoal.common.sketch_round", "shoal.common.refine_round",
-            "shoal.common.central_round", "shoal.common.partition_round",
-            "shoal.common.local_refine_round", "shoal.common.continual_round", "shoal.common.elbow_round")
+# kind name -> its config module (which declares ``KIND``); loaded on first use
+_MODULES = {"tree": "shoal.common.tree_round", "sketch": "shoal.common.sketch_round",
+            "refine": "shoal.common.refine_round", "central": "shoal.common.central_round",
+            "partition": "shoal.common.partition_round", "local_refine": "shoal.common.local_refine_round",
+            "continual": "shoal.common.continual_round", "elbow": "shoal.common.elbow_round"}
+
+T = TypeVar("T")
+
+
+class LazyKinds(Mapping[str, T]):
+    """A registry of kinds by name whose every name is known up front (``in``,
+    iteration, ``len``, ``sorted`` import nothing) but whose kind is imported
+    from ``"module:attribute"`` the first time it is looked up (issue 45,
+    Build 5: a device imports only the kinds of the rounds it joins).
+    ``wrap`` is applied to each kind once, as it loads; a loaded kind whose
+    ``name`` differs from its key raises TypeError (a table typo)."""
+
+    def __init__(self, table: Mapping[str, str], wrap: Callable[[Any], T] = lambda kind: kind) -> None:
+        self._table = dict(table)
+        self._wrap = wrap
+        self._loaded: dict[str, T] = {}
+
+    def __getitem__(self, name: str) -> T:
+        if name not in self._loaded:
+            module, _, attribute = self._table[name].partition(":")  # KeyError for an unknown name
+            kind = getattr(importlib.import_module(module), attribute)
+            if kind.name != name:
+                raise TypeError(f"{module}.{attribute} is kind {kind.name!r}, registered as {name!r}")
+            self._loaded[name] = self._wrap(kind)
+        return self._loaded[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table)
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._table
+
+    def load_all(self) -> LazyKinds[T]:
+        """Every kind imported now (a service, so that no request pays for it); returns self."""
+        for name in self._table:
+            self[name]
+        return self
+
+    def __repr__(self) -> str:
+        return f"LazyKinds({sorted(self._table)}, loaded={sorted(self._loaded)})"
 
 
 @dataclass(frozen=True)
@@ -97,6 +144,8 @@ class SharesRound:
 
     @property
     def event(self) -> SecureSumEvent:
+        from shoal.common.events import SecureSumEvent
+
         s = self.secure_sum
         return SecureSumEvent(s.epsilon, s.delta, s.min_devices, s.shares, s.noise)
 
@@ -127,7 +176,6 @@ def shares_kind(name: str, parse: Callable[[dict[str, Any]], Any], dump: Callabl
                       mixing=lambda config: secure_sum_mixing(config.secure_sum.min_devices, config.secure_sum.shares))
 
 
-_registry: dict[str, ConfigKind] = {}
 
 
 def check_protocol(data: Mapping[str, Any]) -> int:
@@ -161,13 +209,13 @@ def _versioned(kind: ConfigKind) -> ConfigKind:
     return ConfigKind(kind.name, parse=parse, dump=dump, event=kind.event, mixing=kind.mixing)
 
 
-def config_kinds() -> dict[str, ConfigKind]:
-    """Every kind's shared half, by name (imported on first use), its configs
-    stamped with and checked for the protocol version (module docstring)."""
-    if not _registry:
-        for module in _MODULES:
-            kind: ConfigKind = importlib.import_module(module).KIND
-            _registry[kind.name] = _versioned(kind)
+_registry: LazyKinds[ConfigKind] = LazyKinds({name: f"{module}:KIND" for name, module in _MODULES.items()},
+                                             _versioned)
+
+
+def config_kinds() -> LazyKinds[ConfigKind]:
+    """Every kind's shared half, by name (each imported when first looked up),
+    its configs stamped with and checked for the protocol version (module docstring)."""
     return _registry
 
 

@@ -27,12 +27,10 @@ from numpy.typing import NDArray
 from shoal.common.device_random import token_bytes
 from shoal.common.envelope import seal
 from shoal.common.errors import ReportError
-from shoal.common.privunit import decode
-from shoal.common.public_random import PublicRandomness
 from shoal.common.public_stream import PROTOCOL_VERSION
-from shoal.common.tree_round import RoundConfig
 
 if TYPE_CHECKING:  # re-exported for the type checker; loaded on first use at run time (``__getattr__``)
+    from shoal.common.tree_round import RoundConfig
     from shoal.common.wire_models import (
         CodebookMessage,
         DeviceMessage,
@@ -141,6 +139,10 @@ class ReportBatch:
         out = np.zeros((n, config.dim))
         if np.any(self.vec_index[self.vec_level >= 0] < 0):
             raise ReportError("vector reports carry neither codebook indices nor decoded vectors")
+        # the server's decode: not on a device's import path (issue 45, Build 5)
+        from shoal.common.privunit import decode
+        from shoal.common.public_random import PublicRandomness
+
         key = PublicRandomness.from_config(config).vec_key
         for root in (True, False):
             has = (self.vec_level == 0) if root else (self.vec_level > 0)

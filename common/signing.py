@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from shoal.common.envelope import write_secret
@@ -53,7 +52,7 @@ def fingerprint(public_raw: bytes) -> str:
 
 
 def _raw(key: Ed25519PublicKey) -> bytes:
-    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return key.public_bytes_raw()  # = public_bytes(Encoding.Raw, PublicFormat.Raw), without loading serialization
 
 
 def canonical(value: Any) -> bytes:
@@ -140,6 +139,9 @@ def identity_path(x25519_key_path: Path | str) -> Path:
 
 def load_or_create_signing_key(path: Path | str) -> SigningKey:
     """The server's Ed25519 identity, persisted (PKCS8 PEM, mode 0600)."""
+    # the server's key file: not on a device's import path (issue 45, Build 5)
+    from cryptography.hazmat.primitives import serialization
+
     path = Path(path)
     if path.exists():
         key = serialization.load_pem_private_key(path.read_bytes(), password=None)

@@ -360,7 +360,7 @@ def _server_identity(server_url: str) -> str:
 
 
 def create_app(settings: ShufflerSettings) -> FastAPI:
-    config_kinds()  # every kind's config module loaded now, not on a device's first message (1.2 s here)
+    config_kinds().load_all()  # every kind's config module loaded now, not on a device's first message (1.2 s here)
     buffer = Buffer(settings.db_path)
     pin_mode = "pinned" if settings.server_key else "first use" if settings.pin_first_use else "none (insecure, loopback)"
     if not settings.server_key and settings.pin_first_use:
