@@ -256,12 +256,17 @@ def bernoulli_exp_neg_mixed(whole: NDArray[np.int64], num: NDArray[np.int64], de
     exp(-x) = exp(-1)^whole exp(-num / den): a V geometric with ratio 1/e
     has P(V >= whole) = e^-whole exactly, and Alg. 1 draws the fraction;
     the two are independent, so their conjunction has the product as its
-    probability (the split ``discrete_gaussian`` uses)."""
+    probability (the split ``discrete_gaussian`` uses). Reads: V for the
+    elements with whole >= 1 only (in order), then Alg. 1 for all."""
     whole = np.asarray(whole, dtype=np.int64)
     if whole.size and int(whole.min()) < 0:
         raise ConfigError("bernoulli_exp_neg_mixed needs whole >= 0")
-    v = _geometric_exp_neg1(whole.size, rng).reshape(whole.shape)
-    return np.asarray((v >= whole) & bernoulli_exp_neg(num, den, rng))
+    flat = whole.ravel()
+    ok = np.ones(flat.size, dtype=bool)
+    need = np.flatnonzero(flat)  # V >= 0 always: V is drawn only where whole >= 1
+    if need.size:
+        ok[need] = _geometric_exp_neg1(need.size, rng) >= flat[need]
+    return np.asarray(ok.reshape(whole.shape) & bernoulli_exp_neg(num, den, rng))
 
 
 def bernoulli_exp_neg_rational(num: NDArray[np.int64], den: int, rng: np.random.Generator) -> NDArray[np.bool_]:

@@ -271,8 +271,11 @@ def share_json(round_id: str, share: bytes) -> bytes:
 
 def submission_json(parts: list[str], config_digest: str) -> str:
     """``json.dumps({"parts": parts, "config_digest": config_digest})`` for
-    base64 ``parts``, built by concatenation (the same text; no escaping pass
-    over megabytes of base64): what a secure-sum device hands the shuffler."""
-    if not all(p.isascii() and p.isprintable() and '"' not in p and "\\" not in p for p in parts):
+    ``parts`` that are base64 text (``sealed_share_parts``), built by
+    concatenation: the same text without json's per-character escaping pass
+    over megabytes of base64 (what a secure-sum device hands the shuffler).
+    Parts with a quote, a backslash or a non-ASCII character go through json."""
+    if not all(p.isascii() and '"' not in p and "\\" not in p for p in parts):
         return json.dumps({"parts": parts, "config_digest": config_digest})
-    return '{"parts": [' + ", ".join(f'"{p}"' for p in parts) + '], "config_digest": ' + json.dumps(config_digest) + "}"
+    return '{"parts": ["' + '", "'.join(parts) + '"], "config_digest": ' + json.dumps(config_digest) + "}" if parts \
+        else json.dumps({"parts": parts, "config_digest": config_digest})

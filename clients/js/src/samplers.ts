@@ -124,10 +124,14 @@ export function discreteLaplace(t: bigint, s: bigint, size: number, rnd: DeviceR
   return out;
 }
 
+/** Bernoulli(exp(-(w + num / den))): V (geometric, ratio 1/e) for the w >= 1 only, in order, then Alg. 1 for all. */
 export function bernoulliExpNegMixed(whole: bigint[], num: bigint[], den: bigint, rnd: DeviceRandom): boolean[] {
-  const v = geometricExpNeg1(whole.length, rnd);
+  const need = whole.flatMap((w, i) => (w > 0n ? [i] : []));
+  const v = geometricExpNeg1(need.length, rnd);
+  const ok = whole.map(() => true);
+  need.forEach((i, n) => (ok[i] = v[n]! >= whole[i]!));
   const b = bernoulliExpNeg(num, den, rnd);
-  return whole.map((w, i) => v[i]! >= w && b[i]!);
+  return ok.map((o, i) => o && b[i]!);
 }
 
 /** Poisson(num / den) < 1 (von Neumann): K geometric with ratio num / den (runs of U(den) < num), accepted iff K <= 1 or J > K. */
