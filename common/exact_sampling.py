@@ -164,11 +164,11 @@ def _runs(n: int, trials: Callable[[int], NDArray[np.bool_]], block: Callable[[i
 
 def _first_stops(num: NDArray[np.int64], stops: NDArray[np.int64], den: int,
                  rng: np.random.Generator) -> NDArray[np.int64]:
-    """K = min(J_A, J) per element for P(K > k) = (num / den)^k / k!: J from
-    ``stops``, J_A the first i with A_i >= num among A_i = U(den), of which
-    J - 1 are read per element (element by element, one flat draw): if all
-    J - 1 are below num, K = J."""
-    cnt = stops - 1
+    """K = min(J_A, J) per element, given that coin 1 passed: J from ``stops``;
+    J - 2 draws A_2 .. A_{J-1} = U(den) per element, all read (element by
+    element, one flat draw); J_A is the first k >= 2 with A_k >= num, and
+    K = J when none is."""
+    cnt = stops - 2
     a = rng.integers(0, den, size=int(cnt.sum()), dtype=np.int64)
     owner = np.repeat(np.arange(stops.size), cnt)
     pos = np.flatnonzero(a >= num[owner])
@@ -179,7 +179,7 @@ def _first_stops(num: NDArray[np.int64], stops: NDArray[np.int64], den: int,
         first[0] = True
         np.not_equal(own[1:], own[:-1], out=first[1:])
         own, pos = own[first], pos[first]
-        k[own] = pos - (np.cumsum(cnt)[own] - cnt[own]) + 1
+        k[own] = pos - (np.cumsum(cnt)[own] - cnt[own]) + 2
     return k
 
 
@@ -190,18 +190,22 @@ def bernoulli_exp_neg(
 
     Alg. 1 stops at the first K >= 1 whose coin Bernoulli(gamma / K) fails,
     gamma = num / den, and returns (K odd); P(K > k) = gamma^k / k!. Coin k
-    is drawn here as two independent coins, Bernoulli(gamma) (U(den) < num)
-    and Bernoulli(1 / k): K is the first k where either fails, i.e. the
-    minimum of J (the first failing 1 / k coin, one uniform below 20! for
-    all of them: ``_factorial_stops``) and J_A (the first U(den) >= num).
-    Reads: a Z per element, then J - 1 draws U(den) per element. A few
-    whole-array passes, no loop over K.
+    is drawn here as two independent coins, Bernoulli(gamma) (A_k = U(den) <
+    num) and Bernoulli(1 / k) (always 1 for k = 1): K is the first k where
+    either fails, i.e. the minimum of J (the first failing 1 / k coin; one
+    uniform below 20! for all of them: ``_factorial_stops``) and J_A (the
+    first A_k >= num). Reads: A_1 for every element; then, for the elements
+    whose A_1 passed, a Z each and then their A_2 .. A_{J-1}
+    (``_first_stops``). A few whole-array passes, no loop over K.
     """
     num = np.asarray(num, dtype=np.int64)
     if den < 1 or (num.size and (int(num.min()) < 0 or int(num.max()) > den)):
         raise ConfigError(f"bernoulli_exp_neg needs 0 <= num <= den, den = {den}")
     flat = num.ravel()
-    k = _first_stops(flat, _factorial_stops(flat.size, rng), den, rng)
+    k = np.ones(flat.size, dtype=np.int64)  # K = 1 where coin 1 fails
+    go = np.flatnonzero(rng.integers(0, den, size=flat.size, dtype=np.int64) < flat)
+    if go.size:
+        k[go] = _first_stops(flat[go], _factorial_stops(go.size, rng), den, rng)
     return (k % 2 == 1).reshape(num.shape)
 
 

@@ -88,6 +88,7 @@ from shoal.common.secure_sum import SecureSumParams
 MAX_SKETCH = 1 << 16  # m above this would make one report larger than the server's body limit
 SENSITIVITY_MARGIN = 1 + 1e-5  # covers float32 rounding of |cos|, |sin| in the L1 bound 2 sqrt(2)
 CHUNK = 4096  # records per vectorised block (bounds memory at ~CHUNK * r * d floats)
+NOISE_CHUNK = 1 << 18  # Laplace draws per sampler call in a many-device scramble (whole devices; bounds the temporaries)
 GRID_STEPS = 100  # grid rounding may add 2r steps: at most 1/GRID_STEPS of the sensitivity
 
 
@@ -364,7 +365,10 @@ def scramble(
         rows = np.flatnonzero(counts == n0)
         noise = params.noise_grid(int(n0))
         units = np.rint(np.ldexp(real[rows], -noise.exponent)).astype(np.int64)
-        units += discrete_laplace(noise.scale_num, noise.scale_den, units.size, rng).reshape(units.shape)
+        flat = units.reshape(-1)  # whole rows per call: one device's 2m draws are one call
+        step = max(1, NOISE_CHUNK // units.shape[1]) * units.shape[1]
+        for lo in range(0, flat.size, step):
+            flat[lo:lo + step] += discrete_laplace(noise.scale_num, noise.scale_den, min(step, flat.size - lo), rng)
         out[rows] = np.ldexp(units.astype(np.float64), noise.exponent)
     m = params.size
     return out[:, :m] + 1j * out[:, m:]

@@ -80,11 +80,11 @@ export function runs(n: number, trials: (size: number) => boolean[], block: (m: 
   return out;
 }
 
-/** K = min(J_A, J): J - 1 draws U(den) per element (element by element); J_A the first one >= num. */
+/** Given coin 1 passed: K = min(J_A, J), J - 2 draws A_2 .. A_{J-1} = U(den) per element (element by element, all read). */
 function firstStops(num: bigint[], stops: number[], den: bigint, rnd: DeviceRandom): number[] {
   return stops.map((j, i) => {
     let k = j;
-    for (let c = 1; c < j; c++) {
+    for (let c = 2; c < j; c++) {
       const a = belowBig(rnd, den);
       if (k === j && a >= num[i]!) k = c;
     }
@@ -92,10 +92,19 @@ function firstStops(num: bigint[], stops: number[], den: bigint, rnd: DeviceRand
   });
 }
 
-/** Bernoulli(exp(-num / den)) per element, 0 <= num <= den (CKS Alg. 1 with its coins split: docs/protocol/samplers.md). */
+/**
+ * Bernoulli(exp(-num / den)) per element, 0 <= num <= den (CKS Alg. 1 with its coins split:
+ * docs/protocol/samplers.md): A_1 = U(den) for every element; for those with A_1 < num, a factorial
+ * stop J each, then their A_2 .. A_{J-1}.
+ */
 export function bernoulliExpNeg(num: bigint[], den: bigint, rnd: DeviceRandom): boolean[] {
   if (den < 1n || num.some((x) => x < 0n || x > den)) throw new ConfigError(`bernoulliExpNeg needs 0 <= num <= den`);
-  return firstStops(num, factorialStops(num.length, rnd), den, rnd).map((k) => k % 2 === 1);
+  const first = num.map((x) => belowBig(rnd, den) < x);
+  const go = first.flatMap((f, i) => (f ? [i] : []));
+  const k = num.map(() => 1);
+  const stops = firstStops(go.map((i) => num[i]!), factorialStops(go.length, rnd), den, rnd);
+  go.forEach((i, n) => (k[i] = stops[n]!));
+  return k.map((x) => x % 2 === 1);
 }
 
 /** V with P(V = v) = (1 - 1/e) e^-v: runs of Bernoulli(exp(-1)) trials (J odd), blocks of oversampled(m). */
