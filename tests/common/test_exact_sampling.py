@@ -344,3 +344,14 @@ def test_poisson_rational_rejects_a_denominator_beyond_2_50():
 def test_discrete_gaussian_rejects_a_clip_beyond_the_integer_range():
     with pytest.raises(ConfigError, match="clip"):
         discrete_gaussian(4, 1 << 30, 10, np.random.default_rng(0))
+
+
+def test_a_factorial_stop_past_twenty_reads_as_the_spec_says():
+    # u64 = 1 makes U(20!) = 0 (Lemire: 1 * 20! < 2^64 and above 2^64 mod 20!); then U(21) from
+    # u32 = 1 is 0 (the 1/21 coin passes) and U(22) from u32 = 2^32 - 1 is not: J = 22. The TS device
+    # reads the same bytes to the same J (clients/js/test/samplers.test.ts).
+    from shoal.common.device_random import ReplaySource
+
+    source = ReplaySource((1).to_bytes(8, "little") + (1).to_bytes(4, "little") + (2**32 - 1).to_bytes(4, "little"))
+    assert es._factorial_stops(1, source.generator()).tolist() == [22]
+    assert source.position == 16 and not source.overrun
