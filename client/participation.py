@@ -88,7 +88,7 @@ class Participation:
 
     def secure_sum_message(self, shares: np.ndarray) -> str:
         """This device's shares (1, s, L + 1), each sealed on its own, as one submission for the shuffler."""
-        from shoal.common.messages import sealed_share_parts
+        from shoal.common.messages import sealed_share_parts, submission_json
 
         parts = sealed_share_parts(shares, self.server_public_key, self.round_id)[0]
-        return json.dumps({"parts": parts, "config_digest": self.config_digest})
+        return submission_json(parts, self.config_digest)

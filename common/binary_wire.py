@@ -224,13 +224,19 @@ def sketch_units(values: NDArray[np.float64], n0: int, params: SketchParams) -> 
     return np.rint(np.ldexp(np.asarray(values, dtype=np.float64), -exponent)).astype(np.int64), exponent
 
 
+_RECORDED_HEAD, _RECORDED_TAIL = '{"binary": "', '"}'
+
+
 def recorded_binary(body: bytes) -> str:
-    """A binary body as the string the device's ledger keeps (``Device`` sends its bytes)."""
-    return json.dumps({"binary": base64.b64encode(body).decode()})
+    """A binary body as the string the device's ledger keeps (``Device`` sends its bytes):
+    ``json.dumps({"binary": <base64>})``, built by concatenation (base64 needs no escaping)."""
+    return _RECORDED_HEAD + base64.b64encode(body).decode() + _RECORDED_TAIL
 
 
 def recorded_body(message: str) -> bytes | None:
     """The bytes of a ``recorded_binary`` string; None for any other message."""
     if not message.startswith('{"binary"'):
         return None
+    if message.startswith(_RECORDED_HEAD) and message.endswith(_RECORDED_TAIL) and '"' not in message[12:-2]:
+        return base64.b64decode(message[len(_RECORDED_HEAD):-len(_RECORDED_TAIL)])
     return base64.b64decode(json.loads(message)["binary"])

@@ -53,7 +53,7 @@ _MODELS = ("CodebookMessage", "DeviceMessage", "HistReport", "PointMessage", "Pr
            "share_messages", "sketch_rows")
 
 __all__ = ["MAX_POINT_DIM", "MAX_RECORDS", "ReportBatch", "ball_rows", "device_json", "new_message_id",
-           "sealed_share_parts", "CodebookMessage", "DeviceMessage", "HistReport", "PointMessage", "Protocol",
+           "sealed_share_parts", "share_json", "submission_json", "CodebookMessage", "DeviceMessage", "HistReport", "PointMessage", "Protocol",
            "ShareMessage", "SketchMessage", "StreamMessage", "VecReport", "codebook_rows", "point_rows",
            "share_array", "share_messages", "sketch_rows"]
 
@@ -257,6 +257,27 @@ def sealed_share_parts(shares: NDArray[np.uint64], key: bytes, round_id: str) ->
     L + 1 little-endian uint64 values mod q) each sealed on its own to the
     server (base64): the ``parts`` a device submits to the shuffler."""
     le = np.ascontiguousarray(shares, dtype="<u8")
-    return [[base64.b64encode(seal(device_json(round_id, share=base64.b64encode(le[i, j].tobytes()).decode()).encode(),
-                                   key, round_id)).decode() for j in range(le.shape[1])]
+    return [[base64.b64encode(seal(share_json(round_id, le[i, j].tobytes()), key, round_id)).decode()
+             for j in range(le.shape[1])]
             for i in range(le.shape[0])]
+
+
+def share_json(round_id: str, share: bytes) -> bytes:
+    """``device_json(round_id, share=<base64 of share>)`` as bytes (the same
+    bytes: base64 text needs no JSON escaping), without json's per-character
+    pass over the long base64 string and its str round trips (a sketch's
+    share is 128 KB)."""
+    head = device_json(round_id)
+    return b"".join((head[:-1].encode(), b',"share":"', base64.b64encode(share), b'"}'))
+
+
+def submission_json(parts: list[str], config_digest: str) -> str:
+    """``json.dumps({"parts": parts, "config_digest": config_digest})`` for
+    ``parts`` that are base64 text (``sealed_share_parts``), built by
+    concatenation: the same text without json's per-character escaping pass
+    over megabytes of base64 (what a secure-sum device hands the shuffler).
+    Parts with a quote, a backslash or a non-ASCII character go through json."""
+    if not all(p.isascii() and '"' not in p and "\\" not in p for p in parts):
+        return json.dumps({"parts": parts, "config_digest": config_digest})
+    return '{"parts": ["' + '", "'.join(parts) + '"], "config_digest": ' + json.dumps(config_digest) + "}" if parts \
+        else json.dumps({"parts": parts, "config_digest": config_digest})

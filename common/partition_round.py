@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -101,7 +102,16 @@ class PartitionConfig(SharesRound):
         """(dim, bits) public normals: the Gaussians of the public stream (seed,
         "shoal/v1/partition/hyperplanes"), (bits, dim) row-major, transposed
         (``common/public_stream.py``; Gaussian for SimHash's angle property)."""
-        return public_stream.gaussians(self.seed, HYPERPLANE_LABEL, (self.bits, self.dim)).T
+        return _hyperplanes(self.seed, self.bits, self.dim)
+
+
+@lru_cache(maxsize=8)
+def _hyperplanes(seed: int, bits: int, dim: int) -> NDArray[np.float64]:
+    """The round's public normals, derived once per round (a device answering
+    several reports, or a simulation, reuses them), read-only."""
+    h = public_stream.gaussians(seed, HYPERPLANE_LABEL, (bits, dim))
+    h.flags.writeable = False
+    return h.T
 
 
 

@@ -88,6 +88,7 @@ from shoal.common.secure_sum import SecureSumParams
 MAX_SKETCH = 1 << 16  # m above this would make one report larger than the server's body limit
 SENSITIVITY_MARGIN = 1 + 1e-5  # covers float32 rounding of |cos|, |sin| in the L1 bound 2 sqrt(2)
 CHUNK = 4096  # records per vectorised block (bounds memory at ~CHUNK * r * d floats)
+NOISE_CHUNK = 1 << 18  # Laplace draws per sampler call in a many-device scramble (whole devices; bounds the temporaries)
 GRID_STEPS = 100  # grid rounding may add 2r steps: at most 1/GRID_STEPS of the sensitivity
 
 
@@ -306,6 +307,27 @@ def _group_sum(v: NDArray[np.float32], starts: NDArray[np.int64]) -> NDArray[np.
     return np.asarray(np.add.reduceat(v, starts, axis=0, dtype=np.float64))
 
 
+_FLOAT32: dict[int, tuple[NDArray[np.float64], NDArray[np.float32]]] = {}
+
+
+def _float32(omega: NDArray[np.float64]) -> NDArray[np.float32]:
+    """omega in float32, converted once per round when omega is a round's
+    read-only frequency matrix (``frequencies``: 3.2 MB at d = 100,
+    m = 8,000, otherwise converted on every report); any other array is
+    converted each time."""
+    if omega.flags.writeable:
+        return omega.astype(np.float32)
+    hit = _FLOAT32.get(id(omega))
+    if hit is not None and hit[0] is omega:
+        return hit[1]
+    if len(_FLOAT32) >= 4:
+        _FLOAT32.clear()
+    om32 = omega.astype(np.float32)
+    om32.flags.writeable = False
+    _FLOAT32[id(omega)] = (omega, om32)
+    return om32
+
+
 def _masked_sums(
     x: NDArray[np.float64], owner: NDArray[np.int64], devices: int, omega: NDArray[np.float64], r: int,
     rng: np.random.Generator,
@@ -313,7 +335,7 @@ def _masked_sums(
     """sum over each device's records of z_x (.) b_x, (devices, m); ``owner``
     is sorted (each device's records are contiguous)."""
     m = omega.shape[1]
-    om32 = omega.astype(np.float32)
+    om32 = _float32(omega)
     out = np.zeros((devices, m), dtype=np.complex128)
     for lo in range(0, x.shape[0], CHUNK):
         xb, ob = x[lo : lo + CHUNK].astype(np.float32), owner[lo : lo + CHUNK]
@@ -364,7 +386,10 @@ def scramble(
         rows = np.flatnonzero(counts == n0)
         noise = params.noise_grid(int(n0))
         units = np.rint(np.ldexp(real[rows], -noise.exponent)).astype(np.int64)
-        units += discrete_laplace(noise.scale_num, noise.scale_den, units.size, rng).reshape(units.shape)
+        flat = units.reshape(-1)  # whole rows per call: one device's 2m draws are one call
+        step = max(1, NOISE_CHUNK // units.shape[1]) * units.shape[1]
+        for lo in range(0, flat.size, step):
+            flat[lo:lo + step] += discrete_laplace(noise.scale_num, noise.scale_den, min(step, flat.size - lo), rng)
         out[rows] = np.ldexp(units.astype(np.float64), noise.exponent)
     m = params.size
     return out[:, :m] + 1j * out[:, m:]

@@ -33,7 +33,7 @@ from shoal.common.cost_drops import Z_OF, prefix_costs
 from shoal.common.envelope import seal
 from shoal.common.errors import ConfigError
 from shoal.common.kinds import kind_name, parse_config
-from shoal.common.messages import DeviceMessage, sealed_share_parts
+from shoal.common.messages import DeviceMessage, sealed_share_parts, submission_json
 from shoal.common.signing import config_digest
 from shoal.deploy.datasets import (
     Dataset,
@@ -272,7 +272,7 @@ def _to_shuffler(bodies: list[bytes], url: str, enrol_token: str) -> tuple[list[
 def _parts_bodies(shares: np.ndarray, key: bytes, round_id: str, digest: str) -> list[bytes]:
     """Per device, its secure-sum shares sealed one by one, as one ``parts`` submission
     with the digest of the config the device verified."""
-    return [json.dumps({"parts": p, "config_digest": digest}).encode() for p in sealed_share_parts(shares, key, round_id)]
+    return [submission_json(p, digest).encode() for p in sealed_share_parts(shares, key, round_id)]
 
 
 def _device_bodies(args: argparse.Namespace, ds: Dataset, rnd: dict[str, Any], server_url: str,

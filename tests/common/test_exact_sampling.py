@@ -203,3 +203,155 @@ def test_bernoulli_exp_neg_mixed_rejects_a_negative_whole_part():
 def test_poisson_rational_rejects_a_zero_denominator():
     with pytest.raises(ConfigError, match="poisson"):
         poisson_rational(1, 0, 5, np.random.default_rng(0))
+
+
+# -- the batched constructions (factorial stops, runs, oversampled passes) ----------------------
+
+from shoal.common import exact_sampling as es  # noqa: E402
+
+
+def test_factorial_stops_have_the_exact_law_one_over_k_factorial():
+    j = es._factorial_stops(400_000, np.random.default_rng(41))
+    assert j.min() >= 2
+    ks = np.arange(2, 12)
+    probs = np.array([1 / math.factorial(k - 1) - 1 / math.factorial(k) for k in ks])
+    assert _chi2_pvalue(np.bincount(j, minlength=12)[2:12], probs / probs.sum()) > 1e-4
+
+
+class _ZerosFirst:
+    """A Generator whose U(20!) draws are all 0 (J > 20): the continuation is exercised."""
+
+    def __init__(self, rng):
+        self.rng = rng
+
+    def integers(self, low, high, size=None, dtype=np.int64):
+        out = self.rng.integers(low, high, size=size, dtype=dtype)
+        return np.zeros_like(out) if high == es.STOP_RANGE else out
+
+
+def test_factorial_stops_continue_exactly_beyond_twenty():
+    # Given J > 20: P(J = 21) = 20/21, P(J = 22) = 1/21 - 1/(21 22), ... coin by coin.
+    j = es._factorial_stops(200_000, _ZerosFirst(np.random.default_rng(42)))
+    ks = np.arange(21, 26)
+    probs = np.array([math.factorial(20) * (1 / math.factorial(k - 1) - 1 / math.factorial(k)) for k in ks])
+    assert j.min() == 21
+    assert _chi2_pvalue(np.bincount(j - 21, minlength=5)[:5], probs / probs.sum()) > 1e-4
+
+
+@pytest.mark.parametrize("block", [lambda m: 1, lambda m: 3, es.oversampled, es.poisson_block])
+def test_runs_are_iid_geometric_whatever_the_block_sizes(block):
+    # Runs cut by block ends and carried over must still be i.i.d. geometric: P(V = v) = (1 - p) p^v.
+    rng = np.random.default_rng(43)
+    p = 0.6
+    v = es._runs(100_000, lambda size: rng.random(size) < p, block)
+    ks = np.arange(0, 25)
+    probs = (1 - p) * p**ks
+    assert _chi2_pvalue(np.bincount(v, minlength=25)[:25], probs / probs.sum()) > 1e-4
+    assert abs(np.corrcoef(v[:-1], v[1:])[0, 1]) < 0.02
+
+
+def test_geometric_exp_neg1_has_ratio_one_over_e():
+    v = es._geometric_exp_neg1(400_000, np.random.default_rng(44))
+    ks = np.arange(0, 20)
+    probs = (1 - math.exp(-1)) * np.exp(-ks)
+    assert _chi2_pvalue(np.bincount(v, minlength=20)[:20], probs / probs.sum()) > 1e-4
+
+
+def test_bernoulli_exp_neg_is_exact_per_element_for_mixed_numerators():
+    rng = np.random.default_rng(45)
+    den = 7
+    num = np.tile(np.arange(den + 1), 50_000)
+    b = bernoulli_exp_neg(num, den, rng)
+    for k in range(den + 1):
+        got, p = b[num == k], math.exp(-k / den)
+        assert abs(got.mean() - p) < 5 * math.sqrt(p * (1 - p) / got.size) + 1e-12
+
+
+def test_bernoulli_exp_neg_keeps_the_shape_and_takes_empty_arrays():
+    rng = np.random.default_rng(46)
+    assert bernoulli_exp_neg(np.zeros((3, 4), dtype=np.int64), 5, rng).shape == (3, 4)
+    assert bernoulli_exp_neg(np.zeros(0, dtype=np.int64), 5, rng).shape == (0,)
+    assert discrete_laplace(3, 1, 0, rng).shape == (0,)
+    assert poisson_rational(1, 2, 0, rng).shape == (0,)
+
+
+@pytest.mark.parametrize("num,den", [(1, 100_000), (1, 3), (2, 4)])
+def test_poisson_below_one_matches_its_exact_pmf(num, den):
+    k = es._poisson_below_one(num, den, 400_000, np.random.default_rng(47))
+    ks = np.arange(0, 15)
+    probs = stats.poisson.pmf(ks, num / den)
+    assert _chi2_pvalue(np.bincount(k, minlength=15)[:15], probs / probs.sum()) > 1e-4
+
+
+def test_the_pmf_test_fails_on_a_laplace_sampler_with_a_broken_exp_coin(monkeypatch):
+    # Bernoulli(1/2) in place of Bernoulli(exp(-1)) for the geometric part: the tails are wrong, caught.
+    monkeypatch.setattr(es, "_exp_neg1_trials", lambda n, rng: rng.integers(0, 2, size=n) == 1)
+    z = discrete_laplace(3, 1, 400_000, np.random.default_rng(48))
+    q = math.exp(-1 / 3)
+    ks = np.arange(-40, 41)
+    probs = (1 - q) / (1 + q) * q ** np.abs(ks)
+    counts = np.array([(z == k).sum() for k in ks])
+    assert _chi2_pvalue(counts, probs / probs.sum()) < 1e-6
+
+
+def test_the_pmf_test_fails_on_a_factorial_stop_off_by_one():
+    # J with P(J > k) = 1 / (k + 1)! (a threshold table shifted by one) is caught by the same test.
+    rng = np.random.default_rng(49)
+    j = es._factorial_stops(400_000, rng) - 1
+    j = j[j >= 2]
+    ks = np.arange(2, 12)
+    probs = np.array([1 / math.factorial(k - 1) - 1 / math.factorial(k) for k in ks])
+    assert _chi2_pvalue(np.bincount(j, minlength=12)[2:12], probs / probs.sum()) < 1e-6
+
+
+# -- one test per invalid parameter ---------------------------------------------------------------
+
+def test_discrete_laplace_rejects_a_scale_numerator_beyond_2_50():
+    with pytest.raises(ConfigError, match="scale"):
+        discrete_laplace((1 << 50) + 1, 1, 10, np.random.default_rng(0))
+
+
+def test_bernoulli_exp_neg_rejects_a_negative_numerator():
+    with pytest.raises(ConfigError, match="num <= den"):
+        bernoulli_exp_neg(np.array([-1]), 3, np.random.default_rng(0))
+
+
+def test_bernoulli_exp_neg_rejects_a_zero_denominator():
+    with pytest.raises(ConfigError, match="num <= den"):
+        bernoulli_exp_neg(np.array([0]), 0, np.random.default_rng(0))
+
+
+def test_bernoulli_exp_neg_rational_rejects_a_negative_numerator():
+    with pytest.raises(ConfigError, match="num >= 0"):
+        bernoulli_exp_neg_rational(np.array([-1]), 3, np.random.default_rng(0))
+
+
+def test_bernoulli_exp_neg_rational_rejects_a_zero_denominator():
+    with pytest.raises(ConfigError, match="den >= 1"):
+        bernoulli_exp_neg_rational(np.array([1]), 0, np.random.default_rng(0))
+
+
+def test_poisson_rational_rejects_a_negative_numerator():
+    with pytest.raises(ConfigError, match="poisson"):
+        poisson_rational(-1, 3, 5, np.random.default_rng(0))
+
+
+def test_poisson_rational_rejects_a_denominator_beyond_2_50():
+    with pytest.raises(ConfigError, match="poisson"):
+        poisson_rational(1, (1 << 50) + 1, 5, np.random.default_rng(0))
+
+
+def test_discrete_gaussian_rejects_a_clip_beyond_the_integer_range():
+    with pytest.raises(ConfigError, match="clip"):
+        discrete_gaussian(4, 1 << 30, 10, np.random.default_rng(0))
+
+
+def test_a_factorial_stop_past_twenty_reads_as_the_spec_says():
+    # u64 = 1 makes U(20!) = 0 (Lemire: 1 * 20! < 2^64 and above 2^64 mod 20!); then U(21) from
+    # u32 = 1 is 0 (the 1/21 coin passes) and U(22) from u32 = 2^32 - 1 is not: J = 22. The TS device
+    # reads the same bytes to the same J (clients/js/test/samplers.test.ts).
+    from shoal.common.device_random import ReplaySource
+
+    source = ReplaySource((1).to_bytes(8, "little") + (1).to_bytes(4, "little") + (2**32 - 1).to_bytes(4, "little"))
+    assert es._factorial_stops(1, source.generator()).tolist() == [22]
+    assert source.position == 16 and not source.overrun

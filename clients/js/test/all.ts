@@ -6,3 +6,4 @@ import "./tree.test.js";
 import "./vectors.test.js";
 import "./device.test.js";
 import "./amplification.test.js";
+import "./samplers.test.js";
