@@ -293,8 +293,14 @@ def _cos_sin(x: NDArray[np.float32], omega: NDArray[np.float32]) -> tuple[NDArra
     """cos and sin of the phases x Omega in float32 (about 10x faster than
     float64 here). The phase error (~1e-5 rad) only moves a feature along
     the unit circle, so the L1 bound 2 sqrt(2) per entry still holds up to
-    float32 rounding of |z| = 1, which ``SENSITIVITY_MARGIN`` covers."""
-    ph = x @ omega
+    float32 rounding of |z| = 1, which ``SENSITIVITY_MARGIN`` covers.
+
+    A device's few records: einsum, which sums over the d coordinates in
+    order as the spec writes it (``docs/protocol/sketch.md``; the TypeScript
+    device does the same) and never wakes BLAS threads (a 1 x 100 by
+    100 x 8000 product took milliseconds on a busy 2-core machine); many
+    records (simulation, the server's own sketches): BLAS."""
+    ph = np.einsum("nd,dm->nm", x, omega) if x.shape[0] <= 16 else x @ omega
     return np.cos(ph), np.sin(ph)
 
 
