@@ -149,6 +149,7 @@ CASES = {"tree": _tree_cases, "local_refine": _local_refine_cases, "sketch": _sk
 
 
 def main() -> int:
+    global FACTOR
     ap = argparse.ArgumentParser()
     ap.add_argument("--samples", type=int, default=100_000)
     ap.add_argument("--broken", action="store_true")
@@ -157,7 +158,6 @@ def main() -> int:
     ap.add_argument("--pairs", nargs="*", default=list(bit_level.MESSAGE_PAIRS), help="tree pairs")
     ap.add_argument("--kinds", nargs="*", default=list(CASES), choices=list(CASES))
     args = ap.parse_args()
-    global FACTOR
     FACTOR = args.factor
     bad = 0
     with tempfile.TemporaryDirectory() as tmp:
