@@ -12,7 +12,7 @@ from fastapi_offline import FastAPIOffline
 from shoal.common.http_edge import guard
 from shoal.server.edge import http_errors, metrics
 from shoal.server.edge.dashboard import pages
-from shoal.server.edge.routers import health, reports, rounds
+from shoal.server.edge.routers import device_page, health, reports, rounds
 from shoal.server.edge.settings import Settings
 from shoal.server.rounds.service import RoundService, RoundsSettings
 
@@ -33,6 +33,8 @@ def create_app(settings: Settings) -> FastAPI:
     guard(app, settings.max_body_bytes, body_seconds=settings.body_seconds)
     http_errors.install(app)
     app.include_router(health.router)
+    # Before rounds.router: GET /rounds/open is not GET /rounds/{round_id}. /device: the TypeScript device's page.
+    app.include_router(device_page.router)
     app.include_router(rounds.router)
     app.include_router(reports.router)
     # The operator dashboard (server/edge/dashboard/): pages under /ui, behind a log-in with the operator token.

@@ -372,6 +372,14 @@ class Store(abc.ABC):
                                            "ORDER BY created DESC, id DESC LIMIT ?"), (created, created, rid, limit))
         return [self._row(r) for r in rows]
 
+    def list_open_rounds(self, limit: int) -> list[tuple[str, dict[str, Any], float]]:
+        """(id, config, created) of at most ``limit`` open rounds, newest first
+        (``GET /rounds/open``, the devices' public list; issue 40). Nothing
+        else of the row: no report count, result or error."""
+        rows = self._execute(self._sql("SELECT id, config, created FROM rounds WHERE state = 'open' "
+                                       "ORDER BY created DESC, id DESC LIMIT ?"), (limit,))
+        return [(r[0], json.loads(r[1]), float(r[2])) for r in rows]
+
     def _row(self, r: tuple[Any, ...]) -> RoundRow:
         count = self._execute(self._sql(self._count_sql("(SELECT seq FROM rounds WHERE id = ?)")),
                               (r[0],) * len(self._tables()))

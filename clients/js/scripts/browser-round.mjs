@@ -6,10 +6,14 @@
 // both. Prints, per model, the decoded objective against the planted centers' and the
 // per-report encode time in chromium at d = 100 against the Python device's, measured
 // in the same run.
-//   node scripts/browser-round.mjs [devices per model] [seed] [--python] [--local-eps=4] [--shuffle-eps=1]
+//   node scripts/browser-round.mjs [devices per model] [seed] [--python] [--local-eps=4] [--shuffle-eps=1] [--redecodes=0]
 // With --python: the same rounds (same parameters, same points, fresh rounds) also from
 // Python devices (scripts/python_devices.py), and the ratio of the decoded objectives
-// (browser / Python); run it for 3 seeds and take the mean for the issue's 10% criterion.
+// (browser / Python), and a second Python population on the same points (fresh round, other device
+// randomness) with its ratio to the first: the spread of Python against Python, the yardstick for the
+// browser's ratio. Run it for 3 seeds and take the mean for the issue's 10% criterion.
+// --redecodes=R: each round's reports decoded R more times (`{"again": true}`, post-processing), their
+// objectives printed: the part of the spread that is the server's clustering, not the devices.
 import { spawn, execFile, execFileSync } from "node:child_process";
 import { promisify } from "node:util";
 import { mkdtempSync, readFileSync } from "node:fs";
@@ -24,6 +28,7 @@ const withPython = process.argv.includes("--python");
 const flag = (name, fallback) => Number(process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback);
 const localEps = flag("local-eps", 4);
 const shuffleEps = flag("shuffle-eps", 1);
+const redecodes = flag("redecodes", 0);
 const root = new URL("../../../", import.meta.url).pathname;
 const shoal = process.env.SHOAL ?? join(root, ".venv/bin/shoal");
 const python = process.env.PYTHON ?? join(root, ".venv/bin/python");
@@ -139,7 +144,15 @@ try {
     }
     const st = await (await fetch(`${serverUrl}/rounds/${round.id}`)).json();
     const res = await (await fetch(`${serverUrl}/rounds/${round.id}/cluster`, { method: "POST", headers: op, body: "{}" })).json();
-    return { expected, reports: st.reports, centers: res.centers ?? [] };
+    // The same reports decoded anew (post-processing: the server's clustering of the private coreset has its
+    // own randomness): how much of an objective's spread is the decode's, not the devices'.
+    const redecoded = [];
+    for (let i = 0; i < redecodes; i++) {
+      const again = await (await fetch(`${serverUrl}/rounds/${round.id}/cluster`, { method: "POST", headers: op,
+        body: JSON.stringify({ again: true }) })).json();
+      if (again.centers) redecoded.push(+objective(again.centers).toFixed(4));
+    }
+    return { expected, reports: st.reports, centers: res.centers ?? [], redecoded };
   };
   const python_ = async (round, shuffle) => {
     const job = { server: serverUrl, shuffler: shuffle ? shufflerUrl : null, pin, round: round.id, points,
@@ -154,12 +167,18 @@ try {
     const d = await decode(round, shuffle);
     out[name] = { devices: n, expected_at_least: d.expected, browser_ms_per_device: +(r.ms / n).toFixed(2), reports_at_server: d.reports,
       objective: +objective(d.centers).toFixed(4), planted_objective: +objective(centers).toFixed(4),
-      centers: d.centers.map((c) => c.map((v) => +v.toFixed(2))) };
+      centers: d.centers.map((c) => c.map((v) => +v.toFixed(2))), ...(redecodes ? { redecoded: d.redecoded } : {}) };
     if (withPython) {
+      // Two Python populations on the same points (fresh rounds, each device its own OS randomness):
+      // the ratio of the second to the first is the spread the browser's ratio is to be judged against.
       const p = await python_(await create(spec), shuffle);
+      const q = await python_(await create(spec), shuffle);
       out[name].python = { reports_at_server: p.reports, objective: +objective(p.centers).toFixed(4),
-        centers: p.centers.map((c) => c.map((v) => +v.toFixed(2))) };
+        centers: p.centers.map((c) => c.map((v) => +v.toFixed(2))), ...(redecodes ? { redecoded: p.redecoded } : {}) };
+      out[name].python_again = { reports_at_server: q.reports, objective: +objective(q.centers).toFixed(4),
+        centers: q.centers.map((c) => c.map((v) => +v.toFixed(2))), ...(redecodes ? { redecoded: q.redecoded } : {}) };
       out[name].objective_ratio_browser_over_python = +(objective(d.centers) / objective(p.centers)).toFixed(3);
+      out[name].objective_ratio_python_again_over_python = +(objective(q.centers) / objective(p.centers)).toFixed(3);
     }
   }
 

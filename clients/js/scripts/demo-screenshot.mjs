@@ -1,11 +1,11 @@
-// The demo page (demo/) in chromium against a real `shoal server` (needs the venv and
-// `npm run build`): the page is served at /device/ (what the server should serve, issue 40
-// item 5), a person's steps are played (sample point, take part), and a screenshot is
-// written to build/demo.png. Exits 1 unless the page reports the report sent and the
-// ledger holds the round.
+// The demo page (demo/) in chromium as a real `shoal server` serves it at /device/ (needs
+// the venv and `npm run build`; the pytest twin is tests/server/edge/test_device_page_browser.py):
+// a person's steps are played (choose the open round, sample point, take part), and a
+// screenshot is written to build/demo.png. Exits 1 unless the page reports the report sent
+// and the ledger holds the round.
 //   node scripts/demo-screenshot.mjs
 import { spawn } from "node:child_process";
-import { mkdtempSync, mkdirSync, readFileSync } from "node:fs";
+import { mkdtempSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
@@ -30,20 +30,10 @@ try {
   const pin = /identity (sha256:[0-9a-f]{64})/.exec(log)?.[1];
   const created = await (await fetch(`${url}/rounds`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
     body: JSON.stringify({ k: 3, dim: 2, epsilon: 4, n_expected: 1000, encoder: "nettree", bound: { radius: 10 } }) })).json();
-  const files = {
-    "/device/": ["text/html", readFileSync(new URL("../demo/index.html", import.meta.url))],
-    "/device/demo.js": ["text/javascript", readFileSync(new URL("../demo/demo.js", import.meta.url))],
-    "/device/shoal-device.js": ["text/javascript", readFileSync(new URL("../dist/shoal-device.js", import.meta.url))],
-  };
   browser = await chromium.launch({ executablePath: process.env.CHROMIUM || "/usr/bin/chromium", args: ["--no-sandbox"] });
-  const page = await browser.newPage({ viewport: { width: 1000, height: 1100 } });
-  await page.route("http://localhost/**", async (route) => {
-    const u = new URL(route.request().url());
-    const f = files[u.pathname];
-    if (f) return route.fulfill({ contentType: f[0], body: f[1] });
-    return route.fulfill({ response: await route.fetch({ url: url + u.pathname + u.search }) });
-  });
-  await page.goto(`http://localhost/device/?key=${pin}&round=${created.id}&rounds=${created.id}`);
+  const page = await browser.newPage({ viewport: { width: 1000, height: 1200 } });
+  await page.goto(`${url}/device/?key=${pin}`);
+  await page.click(`#rounds tr[data-id="${created.id}"] button.choose`);
   await page.click("#sample");
   await page.waitForFunction(() => document.getElementById("point").value.includes(","));
   await page.click("#go");

@@ -1,4 +1,5 @@
-"""Security headers on every response under /ui (issue 39: the dashboard had none).
+"""Security headers on every response under /ui (issue 39: the dashboard had none)
+and under /device, the public page a person takes part from (issue 40).
 
 - ``Content-Security-Policy``: scripts, styles, forms and fetches from this
   origin only, no inline script or style (the templates have none: the one
@@ -20,6 +21,7 @@ from __future__ import annotations
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 PREFIX = "/ui"
+PREFIXES = (PREFIX, "/device")
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "form-action 'self'; base-uri 'none'; object-src 'none'; frame-ancestors 'none'")
 HEADERS = {
@@ -32,8 +34,8 @@ HEADERS = {
 
 
 class SecurityHeaders:
-    """Sets ``HEADERS`` on every HTTP response whose path is /ui or under it
-    (replacing any value a route set for the same header)."""
+    """Sets ``HEADERS`` on every HTTP response whose path is one of ``PREFIXES``
+    or under it (replacing any value a route set for the same header)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -41,7 +43,7 @@ class SecurityHeaders:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "") if scope["type"] == "http" else ""
-        if not (path == PREFIX or path.startswith(PREFIX + "/")):
+        if not any(path == p or path.startswith(p + "/") for p in PREFIXES):
             await self.app(scope, receive, send)
             return
 
