@@ -48,6 +48,12 @@ coins are batched (2026-11, 2^20 draws at t / s in {2^31 / 2^10, 5000 /
 2^10, 866}, process time on the loaded 2-core machine, where the old code
 measured 0.57-0.72 in the same run; ``tests/common/test_exact_sampling.py``
 checks it against the exact pmf).
+
+Over 300 lines because these samplers are one family: they share the
+batched coins (the 1/k stops, the runs of Bernoulli(exp(-1)) trials) and
+their read order is one section of the wire protocol
+(``docs/protocol/samplers.md``), which the TypeScript device reproduces bit
+for bit; split, the order would be spread over modules.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from shoal.common.public_stream import PROTOCOL_VERSION
 from shoal.server.edge.app import create_app
 from shoal.server.edge.dashboard.headers import CSP
 from shoal.server.edge.routers import device_page
@@ -49,7 +50,7 @@ def test_open_rounds_lists_public_fields_without_a_token(client: TestClient) -> 
     assert list(listed) == [shuffle["id"], local["id"]]  # newest first
     for x in listed.values():
         assert set(x) <= PUBLIC, set(x) - PUBLIC  # no reports, result, error, created, seed, tree
-    assert listed[local["id"]] == {"id": local["id"], "kind": "tree", "model": "local", "protocol": 1, "dim": 2,
+    assert listed[local["id"]] == {"id": local["id"], "kind": "tree", "model": "local", "protocol": PROTOCOL_VERSION, "dim": 2,
                                    "bound": local["config"]["bound"], "epsilon": 2.0}
     s = listed[shuffle["id"]]
     # The same privacy numbers as GET /rounds/{id} shows (central epsilon, delta, the device's eps0).
