@@ -25,7 +25,8 @@ from pathlib import Path
 TREE_CELLS = [
     {"kind": "tree", "data": "paper", "n": 1_000_000, "k": 8, "encoder": enc, "eps": eps}
     for enc in ("lsh", "nettree") for eps in (1.0, 4.0, 8.0)
-] + [{"kind": "tree", "data": "uber", "k": 10, "encoder": enc, "eps": 4.0} for enc in ("lsh", "nettree")]
+] + [{"kind": "tree", "data": "uber", "k": 10, "encoder": enc, "eps": 4.0} for enc in ("lsh", "nettree")] + [
+    {"kind": "tree", "data": "letter", "k": 26, "encoder": enc, "eps": 4.0} for enc in ("lsh", "nettree")]
 SKETCH_CELLS = [{"kind": "sketch", "data": "schellekens", "n": 1_000_000, "k": 10, "devices": 100, "eps": 1.0},
                 {"kind": "sketch", "data": "schellekens", "n": 1_000_000, "k": 10, "devices": 1, "eps": 1.0}]
 
@@ -37,12 +38,14 @@ def _cell(spec: dict, seed: int, data_dir: str) -> dict:
     from shoal.server.decoders.kmeans import kmeans_cost
 
     if spec["kind"] == "tree":
-        from shoal.deploy.datasets import load_uber, paper_mixture
+        from shoal.deploy.datasets import load_letter, load_uber, paper_mixture
         from shoal.deploy.simulate import simulate
 
-        ds = paper_mixture(spec["n"], seed=0) if spec["data"] == "paper" else load_uber(Path(data_dir))
+        ds = (paper_mixture(spec["n"], seed=0) if spec["data"] == "paper" else
+              load_letter(Path(data_dir)) if spec["data"] == "letter" else load_uber(Path(data_dir)))
         t = time.perf_counter()
-        out = simulate(ds.points, spec["k"], spec["eps"], encoder=spec["encoder"], bound=ds.bound, seed=seed)
+        out = simulate(ds.points, spec["k"], spec["eps"], encoder=spec["encoder"], bound=ds.bound, seed=seed,
+                       reference=False)
         return {"objective": out["normalized_objective"], "trivial": out["trivial_objective"],
                 "seconds": time.perf_counter() - t}
     from shoal.common.sketch import (
@@ -97,6 +100,8 @@ def main() -> int:
     ap.add_argument("--match", default="", help="only cells whose label contains this text")
     ap.add_argument("--seed-start", type=int, default=0, help="first seed (to add seeds to an earlier run)")
     ap.add_argument("--json", type=Path, default=None, help="also write per-seed objectives here")
+    ap.add_argument("--paper-n", type=int, default=None, help="n of the paper-generator cells (default 1e6)")
+    ap.add_argument("--title", default="Exact samplers: accuracy before and after (issue 12)")
     ap.add_argument("--cell", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.cell:
@@ -104,6 +109,8 @@ def main() -> int:
         print(json.dumps(_cell(spec, seed, args.data_dir)))
         return 0
     cells = TREE_CELLS + SKETCH_CELLS
+    if args.paper_n is not None:
+        cells = [dict(c, n=args.paper_n) if c.get("data") == "paper" else c for c in cells]
     if args.only:
         cells = [c for c in cells if c["kind"] in args.only.split(",")]
     cells = [c for c in cells if args.match in " ".join(f"{k}={v}" for k, v in c.items() if k != "kind")]
@@ -129,12 +136,14 @@ def main() -> int:
         rows.append((spec["kind"], label, b, a, a / b))
         print(f"{spec['kind']:6s} {label:60s} before {b:.5g} after {a:.5g} ratio {a / b:.3f}", flush=True)
     lines = [
-        "# Exact samplers: accuracy before and after (issue 12)",
+        f"# {args.title}",
         "",
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python "
         f"{platform.python_version()}; seeds per cell: {args.seeds} (mean of the k-means objective on the "
         "unit-ball points); before = floating-point PrivUnit and Laplace, after = codebook PrivUnit and exact "
-        "discrete Laplace. Command: `python tests/bench/compare_versions.py --before <tree> --after .`",
+        "discrete Laplace (issue 12; other runs: see the title). Command: `python tests/bench/compare_versions.py "
+        f"--before <tree> --after . --seeds {args.seeds}"
+        f"{'' if args.paper_n is None else f' --paper-n {args.paper_n}'}{' --only ' + args.only if args.only else ''}`",
         "",
         "| kind | cell | before | after | after / before |",
         "|---|---|---|---|---|",

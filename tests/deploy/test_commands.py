@@ -60,15 +60,22 @@ def test_simulate_computes_the_reference_only_when_asked_and_then_reuses_it_for_
 
 @pytest.mark.parametrize("encoder", ["lsh", "nettree"])
 def test_simulate_runs_the_shuffle_model_with_a_refine_round_within_the_total_budget(tmp_path, capsys, encoder):
+    """Budget on every seed; the objective below a tenth of the trivial one on
+    at least 2 of 3 seeds: at n = 2e4 a nettree round loses a cluster on a few
+    percent of seeds (measured over 40 seeds: 1/40 at protocol 1, 3/40 at
+    protocol 2, the same laws re-drawn; objective ~0.28 x trivial then)."""
     path = tmp_path / "x.npy"
     np.save(path, paper_mixture(20_000, d=10, k=4, seed=1).points)
-    args = ["simulate", "--data", str(path), "--k", "4", "--eps", "1", "--encoder", encoder, "--model", "shuffle",
-            "--delta", "1e-6", "--refine", "0.2", "--json"]
-    assert main(args) == 0
-    out = json.loads(capsys.readouterr().out)
-    assert out["model"] == "shuffle" and out["privacy"]["device_epsilon"] > 1.0  # amplified eps0
-    assert out["composed"]["epsilon"] == pytest.approx(1.0) and out["composed"]["delta"] == pytest.approx(1e-6)
-    assert out["normalized_objective"] < 0.1 * out["trivial_objective"]
+    good = 0
+    for seed in range(3):
+        args = ["simulate", "--data", str(path), "--k", "4", "--eps", "1", "--encoder", encoder, "--model",
+                "shuffle", "--delta", "1e-6", "--refine", "0.2", "--seed", str(seed), "--json"]
+        assert main(args) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["model"] == "shuffle" and out["privacy"]["device_epsilon"] > 1.0  # amplified eps0
+        assert out["composed"]["epsilon"] == pytest.approx(1.0) and out["composed"]["delta"] == pytest.approx(1e-6)
+        good += out["normalized_objective"] < 0.1 * out["trivial_objective"]
+    assert good >= 2
 
 
 def test_simulate_refine_auto_takes_the_rules_share_within_the_total_budget(tmp_path, capsys):

@@ -64,16 +64,25 @@ def test_scikit_learns_common_checks(estimator, check):
     check(estimator)
 
 
-DP_ON_50_ROWS = ("50 rows at eps=1: the private answer is (near) the private mean, so the check's adjusted Rand "
-                 "index > 0.4 against the true blobs cannot hold; at eps=10 the same check passes")
+DP_ON_50_ROWS = ("50 rows at eps=1 from devices: the private answer is (near) the private mean, so the check's "
+                 "adjusted Rand index > 0.4 against the true blobs cannot hold; at eps=10 the same check passes")
+_DEVICES_AT_EPS_1 = pytest.mark.xfail(reason=DP_ON_50_ROWS, strict=True)
 
 
 @pytest.mark.parametrize("readonly", [False, True])
-@pytest.mark.parametrize("epsilon", [10.0, pytest.param(1.0, marks=pytest.mark.xfail(reason=DP_ON_50_ROWS,
-                                                                                     strict=True))])
-@pytest.mark.parametrize("model", ["local", "shuffle", "central"])
+@pytest.mark.parametrize("model,epsilon", [
+    ("local", 10.0), ("shuffle", 10.0), ("central", 10.0),
+    pytest.param("local", 1.0, marks=_DEVICES_AT_EPS_1), pytest.param("shuffle", 1.0, marks=_DEVICES_AT_EPS_1),
+    ("central", 1.0),
+])
 def test_scikit_learns_clustering_check(model, epsilon, readonly):
-    """labels_, fit_predict, integer labels from 0, at most k labels, and the blobs found."""
+    """labels_, fit_predict, integer labels from 0, at most k labels, and the blobs found.
+
+    A trusted curator at eps=1 does find the three blobs of ~17 rows in the
+    check's data (random_state 0 as the check sets it; the draws are the
+    exact samplers' since issue 45's read order): it is not bound by the
+    devices' per-report noise, which makes the local and shuffle answers at
+    eps=1 the private mean."""
     encoder = "nettree" if model == "shuffle" else "auto"  # 50 rows: too few for a partition round's sums
     check_clustering("PrivateKMeans", PrivateKMeans(3, epsilon=epsilon, model=model, encoder=encoder, radius=3.0),
                      readonly_memmap=readonly)
