@@ -114,20 +114,8 @@ function checkTreeCase(c: O): void {
   const name = c["name"] as string;
   const inputs = o(c["inputs"]);
   const out = o(c["outputs"]);
-  const pub = o(out["published"]);
-  const body = o(pub["body"]);
   const roundId = inputs["round_id"] as string;
-
-  // The published body: what the server signs and what the device checks.
-  eq(fingerprint(fromBase64(body["signing_key"] as string)), pub["fingerprint"], `${name}: fingerprint`);
-  eq(new TextDecoder().decode(signedBytes(body)), pub["signed_bytes"], `${name}: signed bytes`);
-  eq(canonical(inputs["config"]!), pub["config_canonical"], `${name}: canonical config`);
-  eq(configDigest(inputs["config"]!, body["server_public_key"] as string), pub["config_digest"], `${name}: digest`);
-  const verified = verifyConfig(body, roundId, pub["fingerprint"] as string);
-  eq(verified.digest, pub["config_digest"], `${name}: verified digest`);
-  const forged = { ...body, config: { ...o(body["config"]), epsilon: num(o(body["config"])["epsilon"]) * 2 } };
-  throws(() => verifyConfig(forged, roundId, pub["fingerprint"] as string), /TrustError: .*does not verify/, `${name}: a changed config`);
-  throws(() => verifyConfig(body, roundId, "sha256:" + "0".repeat(64)), /TrustError: .*not the pinned/, `${name}: another pin`);
+  const verified = checkPublished(c); // the published body: what the server signs and what the device checks
 
   const config = parseTreeConfig(verified.config);
   const round = prepareTree(config);
