@@ -125,7 +125,27 @@ class LatticeNet:
             ok = parent == coords[:, :, None]
         return cand, ok
 
+    def reach(self, level: int) -> float:
+        """How far, per axis, a level node's position can be from the point whose
+        path holds it: ``paths`` rounds the point to level L (at most s_L / 2 per
+        axis), then each level's position to the next coarser lattice (s_i / 2),
+        so |pos_j - y| <= sum_{i=j..L} s_i / 2 on every axis."""
+        return float(sum(float(lattice_spacing(i)) for i in range(max(level, 1), self.levels + 1))) / 2
+
+    def reachable(self, level: int, coords: Coords) -> NDArray[np.bool_]:
+        """Whether any point of the unit ball (every projected device point is
+        clipped into it) can have this level node on its path: the box of half
+        side ``reach(level)`` around the node's position meets the ball. A node
+        that cannot is known, from public geometry alone, to hold no device."""
+        if level == 0:
+            return np.ones(coords.shape[0], dtype=bool)
+        gap = np.maximum(np.abs(self.position(level, coords)) - self.reach(level), 0.0)
+        return (gap * gap).sum(axis=1) <= 1.0 + 1e-9
+
     def children(self, level: int, coords: Coords) -> tuple[Coords, NDArray[np.int64]]:
+        """The level+1 nodes under the given ones that a device can reach
+        (``reachable``): the others would only be queried for noise, and a noisy
+        count far outside the ball pulls a center to where no device can be."""
         cand, ok = self._axis_candidates(level, coords)
         n = coords.shape[0]
         parent = np.arange(n, dtype=np.int64)
@@ -135,7 +155,8 @@ class LatticeNet:
             values = cand[parent[rows], axis, which]
             partial = np.concatenate([partial[rows], values[:, None]], axis=1)
             parent = parent[rows]
-        return partial, parent
+        keep = self.reachable(level + 1, partial)
+        return partial[keep], parent[keep]
 
     def keys(self, level: int, coords: Coords) -> NDArray[np.uint64]:
         return node_keys(self.level_keys[level], coords)

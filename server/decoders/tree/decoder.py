@@ -162,6 +162,10 @@ class TreeDecoder:
             for j in range(cfg.levels + 1):
                 sl = tree.level_slice(j)
                 pos[sl] = space.position(j, tree.coords[j])
+            # A node's devices lie in the unit ball (projected points are clipped into it) while a
+            # coarse lattice point can sit up to ``space.reach(j)`` per axis outside it: the ball's
+            # nearest point is closer to every point of the ball (it is convex), so to their mean.
+            pos = clip_to_ball(pos)
         else:
             assert vec_sums is not None and vec_q is not None
             if self.shrink:

@@ -186,3 +186,26 @@ def test_a_consuming_decode_gives_the_same_answer_and_spends_its_accumulator():
         TreeDecoder(np.random.default_rng(0)).decode(spent, consume=True)
     with pytest.raises(DecodeError, match="consumed"):
         spent.add(batch)
+
+
+def test_lattice_coreset_lies_in_the_ball_where_the_devices_are():
+    """A coarse lattice node can sit well outside the unit ball; its devices
+    cannot. The coreset k-means sees each node at the ball's nearest point, and
+    never a node no device can reach (a far noisy count once pulled a center
+    there and two real clusters were merged: 2-D, 1,000 devices, eps 8)."""
+    from shoal.client.encoder import encode_arrays
+    from shoal.common.tree_round import derive_config
+    from shoal.server.decoders.tree.accumulate import LevelAccumulator
+
+    rng = np.random.default_rng(1)
+    planted = np.array([[-5.0, -5.0], [5.0, 0.0], [0.0, 6.0]])
+    x = planted[np.arange(1000) % 3] + 0.8 * rng.standard_normal((1000, 2))
+    bound = PublicBound(radius=10.0)
+    for seed in range(4):
+        cfg = derive_config(1000, 2, 3, 8.0, encoder="nettree", bound=bound, seed=seed)
+        acc = LevelAccumulator(cfg)
+        acc.add(encode_arrays(x, cfg, np.random.default_rng([seed, 7]), wire=True))
+        dec = TreeDecoder(rng=np.random.default_rng(seed), keep_coreset=True)
+        dec.decode(acc)
+        assert dec.coreset is not None
+        assert np.all(np.linalg.norm(dec.coreset.pos, axis=1) <= 1 + 1e-12)
