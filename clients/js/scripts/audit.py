@@ -3,7 +3,7 @@ tree rounds, and the kinds a device randomises locally besides (local refine's
 codebook PrivUnit, local sketches).
 
     npx esbuild scripts/audit-generate.ts --bundle --platform=node --format=esm --outfile=build/audit-generate.mjs
-    .venv/bin/python clients/js/scripts/audit.py [--kinds tree local_refine sketch] [--samples 100000] [--broken]
+    .venv/bin/python clients/js/scripts/audit.py [--kinds tree local_refine local_refine_shared sketch] [--samples 100000] [--broken]
 
 The attacks of tests/common/test_bit_level_audits.py, with their worst-case
 input pairs, configs and eps, on messages the TypeScript device wrote under
@@ -14,6 +14,8 @@ Node (scripts/audit-generate.ts, through the bundle's own encoders):
   its vector index is in the cap of +-(sign x direction);
 - local_refine (``test_local_refine_report_is_eps_ldp_on_the_wire``): whether
   the codebook index is in the cap of +-(each candidate's block vector);
+  local_refine_shared: the same at PrivUnit dimension 16 (parent centers in
+  d = 7), where the device scores the round's shared codebook;
 - sketch (``test_sketch_report_is_eps_ldp_on_the_wire``): the grid integers'
   largest residual from each candidate's noiseless sketch, in noise scales,
   and (that statistic alone does not see a noise scale that is too small)
@@ -103,6 +105,39 @@ def _local_refine_cases(args, tmp):
             yield "local_refine", eps, pair, codes, cfg.privunit.epsilon, True
 
 
+# From PrivUnit dimension 16 (``privunit_codebook.SHARED_MIN_DIM``) the device scores the round's shared
+# codebook under a per-nonce signed permutation: two parent centers in d = 7 give blocks of 2 x (7 + 1) = 16.
+SHARED_CENTERS = np.array([[0.5] + [0.0] * 6, [-0.5] + [0.0] * 6])
+SHARED_REFINE_PAIRS = {
+    "nearest to different centers": (np.array([0.9, 0.1, 0, 0, 0, 0, 0.0]), np.array([-0.9, -0.1, 0, 0, 0, 0, 0.0])),
+    "1e-7 either side of the Voronoi boundary": (np.array([-1e-7, 0.3, 0, 0, 0, 0.2, 0.0]),
+                                                 np.array([1e-7, 0.3, 0, 0, 0, 0.2, 0.0])),
+    "a center vs the ball's edge in its cell": (np.array([0.5, 0, 0, 0, 0, 0, 0.0]), np.array([0, 0, 0, 0, 0, 0, 1.0])),
+}
+
+
+def _shared_local_refine_cases(args, tmp):
+    """The local refine cases at PrivUnit dimension 16: the shared-codebook form, as the Python audits'
+    ``test_shared_codebook_vec_report_is_eps_ldp_on_the_wire`` (d = 16 and 100) check it for Python."""
+    for eps in args.eps:
+        cfg = derive_local_refine("parent", SHARED_CENTERS, PublicBound(radius=1.0), eps, seed=9)
+        cfg = dataclasses.replace(cfg, privunit=PrivUnitParams.calibrate(cfg.privunit.dim, eps, candidates=32))
+        assert cfg.privunit.dim >= 16, cfg.privunit.dim
+        for pair, (x1, x2) in SHARED_REFINE_PAIRS.items():
+            blocks = block_vectors(np.array([x1, x2]), cfg)
+            u = blocks / np.linalg.norm(blocks, axis=1, keepdims=True)
+            dirs = np.concatenate([u, -u])
+            codes = []
+            for body in _generate("local_refine", config_kinds()["local_refine"].dump(cfg), [x1, x2], args.samples,
+                                  f"{tmp}/q", args.broken):
+                rec = np.frombuffer(body, dtype=np.dtype([("nonce", "<u8"), ("index", "<u4")]))
+                n = rec.size
+                member = cap_members(rec["nonce"].astype(np.uint64), rec["index"].astype(np.int64),
+                                     np.broadcast_to(dirs, (n,) + dirs.shape), cfg.privunit, cfg.codebook_key)
+                codes.append(member.astype(np.int64) @ (1 << np.arange(dirs.shape[0])))
+            yield f"local_refine d={cfg.privunit.dim}", eps, pair, codes, cfg.privunit.epsilon, True
+
+
 def _sketch_cases(args, tmp):
     """tests/common/test_bit_level_audits.py: test_sketch_report_is_eps_ldp_on_the_wire (its params, one record)."""
     for eps in args.eps:
@@ -145,7 +180,8 @@ def _sketch_cases(args, tmp):
 SKETCH_PAIRS = dict(bit_level.SKETCH_PAIRS, **{
     "farthest found (0.80 of the sensitivity)": (np.array([0.56827413, -0.18855418]), np.array([-0.00988915, 0.99339803]))})
 
-CASES = {"tree": _tree_cases, "local_refine": _local_refine_cases, "sketch": _sketch_cases}
+CASES = {"tree": _tree_cases, "local_refine": _local_refine_cases, "local_refine_shared": _shared_local_refine_cases,
+         "sketch": _sketch_cases}
 
 
 def main() -> int:

@@ -6,14 +6,21 @@
 // both. Prints, per model, the decoded objective against the planted centers' and the
 // per-report encode time in chromium at d = 100 against the Python device's, measured
 // in the same run.
-//   node scripts/browser-round.mjs [devices per model] [seed] [--python] [--local-eps=4] [--shuffle-eps=1] [--redecodes=0]
-// With --python: the same rounds (same parameters, same points, fresh rounds) also from
-// Python devices (scripts/python_devices.py), and the ratio of the decoded objectives
-// (browser / Python), and a second Python population on the same points (fresh round, other device
-// randomness) with its ratio to the first: the spread of Python against Python, the yardstick for the
-// browser's ratio. Run it for 3 seeds and take the mean for the issue's 10% criterion.
+//   node scripts/browser-round.mjs [devices per model] [first seed] [--seeds=1] [--python] [--check]
+//        [--local-eps=8] [--shuffle-eps=8] [--python-again] [--redecodes=0]
+// --seeds=S: S seeds (first seed, first seed + 1, ...) on one server, shuffler and browser; each seed
+// draws its own points and its rounds' public seed.
+// With --python: every round also from Python devices (scripts/python_devices.py: same parameters, same
+// points, a fresh round with the same public seed, so the two populations differ only in their devices'
+// private randomness), and per model the ratio of the decoded objectives' means over the seeds
+// (browser / Python). --python-again adds a second Python population (the spread of Python against Python).
+// --check (with --python): exit 1 unless, per model, every report arrived, the ratio of the means is within
+// 10% of 1 (issue 40's criterion) and the chromium encode time is <= 3x Python's; tests/clients/js runs it.
 // --redecodes=R: each round's reports decoded R more times (`{"again": true}`, post-processing), their
 // objectives printed: the part of the spread that is the server's clustering, not the devices.
+// Why eps 8 by default: the comparison is of two implementations of one law, and its power to see a
+// device that is off grows with the signal; at 1,000 devices and eps 1-4 a round's objective is decided
+// by noise (Python against Python 0.75-3.96 over single seeds, clients/js/README.md).
 import { spawn, execFile, execFileSync } from "node:child_process";
 import { promisify } from "node:util";
 import { mkdtempSync, readFileSync } from "node:fs";
@@ -23,12 +30,15 @@ import { chromium } from "playwright-core";
 
 const positional = process.argv.slice(2).filter((a) => !a.startsWith("--"));
 const n = Number(positional[0] ?? "1000");
-const seed = Number(positional[1] ?? "1");
+const firstSeed = Number(positional[1] ?? "1");
 const withPython = process.argv.includes("--python");
+const check = process.argv.includes("--check");
 const flag = (name, fallback) => Number(process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback);
-const localEps = flag("local-eps", 4);
-const shuffleEps = flag("shuffle-eps", 1);
+const seeds = Array.from({ length: flag("seeds", 1) }, (_, i) => firstSeed + i);
+const localEps = flag("local-eps", 8);
+const shuffleEps = flag("shuffle-eps", 8);
 const redecodes = flag("redecodes", 0);
+const pythonAgain = process.argv.includes("--python-again");
 const root = new URL("../../../", import.meta.url).pathname;
 const shoal = process.env.SHOAL ?? join(root, ".venv/bin/shoal");
 const python = process.env.PYTHON ?? join(root, ".venv/bin/python");
@@ -61,13 +71,17 @@ const up = async (url) => {
   throw new Error(`${url} did not come up:\n${JSON.stringify(logs)}`);
 };
 
-// Planted mixture: k = 3 well-separated Gaussian clusters in d = 2, radius bound 10.
-let s = seed >>> 0;
-const rand = () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
-const gauss = () => Math.sqrt(-2 * Math.log(1 - rand())) * Math.cos(2 * Math.PI * rand());
+// Planted mixture: k = 3 well-separated Gaussian clusters in d = 2, radius bound 10; its own points per seed.
 const centers = [[-5, -5], [5, 0], [0, 6]];
-const points = Array.from({ length: n }, (_, i) => centers[i % 3].map((c) => c + 0.8 * gauss()));
-const objective = (cs) => points.reduce((acc, p) => acc + Math.min(...cs.map((c) => (p[0] - c[0]) ** 2 + (p[1] - c[1]) ** 2)), 0) / n;
+const mixture = (seed) => {
+  let s = seed >>> 0;
+  const rand = () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+  const gauss = () => Math.sqrt(-2 * Math.log(1 - rand())) * Math.cos(2 * Math.PI * rand());
+  return Array.from({ length: n }, (_, i) => centers[i % 3].map((c) => c + 0.8 * gauss()));
+};
+const objectiveOf = (points, cs) =>
+  points.reduce((acc, p) => acc + Math.min(...cs.map((c) => (p[0] - c[0]) ** 2 + (p[1] - c[1]) ** 2)), 0) / points.length;
+const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
 
 let browser;
 try {
@@ -76,7 +90,9 @@ try {
   await up(`${serverUrl}/protocol`);
   const pin = /identity (sha256:[0-9a-f]{64})/.exec(logs.server)?.[1];
   if (!pin) throw new Error(`no server identity printed:\n${logs.server}`);
-  const minBatch = Math.max(2, Math.floor(n / 4));
+  // The shuffler holds up to min_batch - 1 messages back (no smaller batch is ever released): a tenth of the
+  // devices keeps that loss small; at eps 8 the devices' eps0 is 8 either way (a batch can only help).
+  const minBatch = Math.max(2, Math.floor(n / 10));
   start("shuffler", ["shuffler", "--server-url", serverUrl, "--server-key", pin, "--min-batch", String(minBatch), "--host", "127.0.0.1",
     "--port", String(shufflerPort), "--db", join(dir, "shuffler.db"), "--log-level", "warning"]);
   const shufflerUrl = `http://127.0.0.1:${shufflerPort}`;
@@ -89,11 +105,14 @@ try {
     if (!r.ok) throw new Error(`POST /rounds ${r.status}: ${JSON.stringify(j)}`);
     return j;
   };
-  const localSpec = { k: 3, dim: 2, epsilon: localEps, n_expected: n, encoder: "nettree", bound: { radius: 10 } };
-  const shuffleSpec = { k: 3, dim: 2, epsilon: shuffleEps, delta: 1e-6, min_batch: minBatch, model: "shuffle", n_expected: n,
-    encoder: "nettree", bound: { radius: 10 } };
-  const local = await create(localSpec);
-  const shuffled = await create(shuffleSpec);
+  // Every round of a model (browser, Python) takes the same public seed: the populations differ only in
+  // their devices' private randomness, so their ratio measures the devices, not two draws of the round's
+  // public objects.
+  const specs = (seed) => ({
+    local: { k: 3, dim: 2, epsilon: localEps, n_expected: n, encoder: "nettree", bound: { radius: 10 }, tuning: { seed: 2 * seed } },
+    shuffle: { k: 3, dim: 2, epsilon: shuffleEps, delta: 1e-6, min_batch: minBatch, model: "shuffle", n_expected: n,
+      encoder: "nettree", bound: { radius: 10 }, tuning: { seed: 2 * seed + 1 } },
+  });
   const wide = await create({ k: 10, dim: 100, epsilon: 4, n_expected: 100000, encoder: "lsh", bound: { radius: 1 } });
   const enrol = async () => {
     const enrolled = await (await fetch(`${shufflerUrl}/enrol`, { method: "POST", headers: { authorization: `Bearer ${env.SHOAL_ENROL_TOKEN}`,
@@ -101,7 +120,6 @@ try {
     if (!enrolled.tokens || enrolled.tokens.length !== n) throw new Error(`enrolment: ${JSON.stringify(enrolled).slice(0, 200)}`);
     return enrolled.tokens;
   };
-  const tokens = await enrol();
 
   browser = await chromium.launch({ executablePath: process.env.CHROMIUM || "/usr/bin/chromium", args: ["--no-sandbox"] });
   const page = await browser.newPage();
@@ -118,7 +136,7 @@ try {
     return route.fulfill({ contentType: "text/html", body: '<!doctype html><meta charset="utf-8"><title>shoal devices</title>' });
   });
   await page.goto("http://localhost/");
-  const run = async (roundId, withShuffler) => page.evaluate(async ({ roundId, pin, points, tokens, withShuffler }) => {
+  const run = async (roundId, withShuffler, points, tokens) => page.evaluate(async ({ roundId, pin, points, tokens, withShuffler }) => {
     const m = await import("/shoal-device.js");
     const t0 = performance.now();
     let next = 0;
@@ -134,8 +152,8 @@ try {
     return { ms: performance.now() - t0, answers: answers.length };
   }, { roundId, pin, points, tokens, withShuffler });
 
-  const out = {};
-  const decode = async (round, shuffle) => {
+  const out = { devices_per_model: n, seeds, local_eps: localEps, shuffle_eps: shuffleEps, rounds: [] };
+  const decode = async (round, shuffle, objective) => {
     // The shuffler releases batches of at least min_batch: up to min_batch - 1 messages stay held.
     const expected = shuffle ? n - (minBatch - 1) : n;
     for (let i = 0; shuffle && i < 150; i++) {
@@ -154,35 +172,60 @@ try {
     }
     return { expected, reports: st.reports, centers: res.centers ?? [], redecoded };
   };
-  const python_ = async (round, shuffle) => {
+  const python_ = async (round, shuffle, points, objective) => {
     const job = { server: serverUrl, shuffler: shuffle ? shufflerUrl : null, pin, round: round.id, points,
       tokens: shuffle ? await enrol() : null };
     const child = promisify(execFile)(python, [join(root, "clients/js/scripts/python_devices.py")], { maxBuffer: 1 << 24 });
     child.child.stdin.end(JSON.stringify(job));
     await child;
-    return decode(round, shuffle);
+    return decode(round, shuffle, objective);
   };
-  for (const [name, round, shuffle, spec] of [["local", local, false, localSpec], ["shuffle", shuffled, true, shuffleSpec]]) {
-    const r = await run(round.id, shuffle);
-    const d = await decode(round, shuffle);
-    out[name] = { devices: n, expected_at_least: d.expected, browser_ms_per_device: +(r.ms / n).toFixed(2), reports_at_server: d.reports,
-      objective: +objective(d.centers).toFixed(4), planted_objective: +objective(centers).toFixed(4),
-      centers: d.centers.map((c) => c.map((v) => +v.toFixed(2))), ...(redecodes ? { redecoded: d.redecoded } : {}) };
+  const rounded = (cs) => cs.map((c) => c.map((v) => +v.toFixed(2)));
+  for (const seed of seeds) {
+    const points = mixture(seed);
+    const objective = (cs) => objectiveOf(points, cs);
+    const spec = specs(seed);
+    for (const [name, shuffle] of [["local", false], ["shuffle", true]]) {
+      const round = await create(spec[name]);
+      const tokens = shuffle ? await enrol() : [];
+      const r = await run(round.id, shuffle, points, tokens);
+      const d = await decode(round, shuffle, objective);
+      const row = { seed, model: name, devices: n, expected_at_least: d.expected, browser_ms_per_device: +(r.ms / n).toFixed(2),
+        reports_at_server: d.reports, objective: +objective(d.centers).toFixed(4), planted_objective: +objective(centers).toFixed(4),
+        centers: rounded(d.centers), ...(redecodes ? { redecoded: d.redecoded } : {}) };
+      if (withPython) {
+        // Python devices on the same points, in a fresh round with the same public seed (each device its own
+        // OS randomness); with --python-again a second such population: the spread of Python against Python.
+        const t = performance.now();
+        const p = await python_(await create(spec[name]), shuffle, points, objective);
+        row.python_seconds = +((performance.now() - t) / 1000).toFixed(1);
+        row.python = { reports_at_server: p.reports, objective: +objective(p.centers).toFixed(4), centers: rounded(p.centers),
+          ...(redecodes ? { redecoded: p.redecoded } : {}) };
+        row.python_expected_at_least = p.expected;
+        row.objective_ratio_browser_over_python = +(objective(d.centers) / objective(p.centers)).toFixed(3);
+        if (pythonAgain) {
+          const q = await python_(await create(spec[name]), shuffle, points, objective);
+          row.python_again = { reports_at_server: q.reports, objective: +objective(q.centers).toFixed(4), centers: rounded(q.centers),
+            ...(redecodes ? { redecoded: q.redecoded } : {}) };
+          row.objective_ratio_python_again_over_python = +(objective(q.centers) / objective(p.centers)).toFixed(3);
+        }
+      }
+      out.rounds.push(row);
+      console.error(`seed ${seed} ${name}: browser ${row.objective}${withPython ? ` python ${row.python.objective}` : ""} ` +
+        `(planted ${row.planted_objective}; ${row.reports_at_server} reports)`);
+    }
+  }
+  for (const name of ["local", "shuffle"]) {
+    const rows = out.rounds.filter((r) => r.model === name);
+    out[name] = { browser_mean: +mean(rows.map((r) => r.objective)).toFixed(4) };
     if (withPython) {
-      // Two Python populations on the same points (fresh rounds, each device its own OS randomness):
-      // the ratio of the second to the first is the spread the browser's ratio is to be judged against.
-      const p = await python_(await create(spec), shuffle);
-      const q = await python_(await create(spec), shuffle);
-      out[name].python = { reports_at_server: p.reports, objective: +objective(p.centers).toFixed(4),
-        centers: p.centers.map((c) => c.map((v) => +v.toFixed(2))), ...(redecodes ? { redecoded: p.redecoded } : {}) };
-      out[name].python_again = { reports_at_server: q.reports, objective: +objective(q.centers).toFixed(4),
-        centers: q.centers.map((c) => c.map((v) => +v.toFixed(2))), ...(redecodes ? { redecoded: q.redecoded } : {}) };
-      out[name].objective_ratio_browser_over_python = +(objective(d.centers) / objective(p.centers)).toFixed(3);
-      out[name].objective_ratio_python_again_over_python = +(objective(q.centers) / objective(p.centers)).toFixed(3);
+      out[name].python_mean = +mean(rows.map((r) => r.python.objective)).toFixed(4);
+      out[name].ratio_of_means_browser_over_python = +(out[name].browser_mean / out[name].python_mean).toFixed(3);
     }
   }
 
-  // Encode time per report at d = 100 in chromium, against the Python device on the same config.
+  // Encode time per report at d = 100 in chromium, against the Python device on the same config: each the
+  // fastest of 5 blocks of 50 reports after 20 to warm up (a loaded machine slows blocks, never speeds them).
   const cfgText = await (await fetch(`${serverUrl}/rounds/${wide.id}/config`)).text();
   const chromiumMs = await page.evaluate(async (cfgText) => {
     const m = await import("/shoal-device.js");
@@ -191,9 +234,13 @@ try {
     const rnd = new m.OsRandom();
     const pts = Array.from({ length: 120 }, () => Array.from({ length: 100 }, () => (Math.random() - 0.5) * 0.2));
     for (let i = 0; i < 20; i++) m.encodeTree(round, pts[i], rnd);
-    const t0 = performance.now();
-    for (const p of pts.slice(20)) m.encodeTree(round, p, rnd);
-    return (performance.now() - t0) / 100;
+    let best = Infinity;
+    for (let b = 0; b < 5; b++) {
+      const t0 = performance.now();
+      for (const p of pts.slice(20 + 20 * b, 70 + 20 * b)) m.encodeTree(round, p, rnd);
+      best = Math.min(best, (performance.now() - t0) / 50);
+    }
+    return best;
   }, cfgText);
   const pyMs = Number(execFileSync(python, ["-c", `
 import json, sys, time, numpy as np
@@ -202,14 +249,38 @@ from shoal.client.encoder import encode
 config = parse_config(json.loads(sys.stdin.read())["config"])
 pts = np.random.default_rng(0).normal(size=(120, 100)) * 0.1
 for p in pts[:20]: encode(p, config)
-t = time.perf_counter()
-for p in pts[20:]: encode(p, config)
-print((time.perf_counter() - t) / 100 * 1e3)`], { input: cfgText }).toString().trim());
+best = float("inf")
+for b in range(5):
+    t = time.perf_counter()
+    for p in pts[20 + 20 * b:70 + 20 * b]: encode(p, config)
+    best = min(best, (time.perf_counter() - t) / 50)
+print(best * 1e3)`], { input: cfgText }).toString().trim());
   out.encode_d100 = { chromium_ms_per_report: +chromiumMs.toFixed(2), python_ms_per_report: +pyMs.toFixed(2), ratio: +(chromiumMs / pyMs).toFixed(2) };
   out.chromium = browser.version();
   console.log(JSON.stringify(out, null, 1));
-  const bad = ["local", "shuffle"].filter((k) => !(out[k].reports_at_server >= out[k].expected_at_least && out[k].reports_at_server <= n));
-  if (bad.length) throw new Error(`the server did not receive every report in: ${bad.join(", ")}`);
+  const failures = [];
+  for (const r of out.rounds) {
+    if (!(r.reports_at_server >= r.expected_at_least && r.reports_at_server <= n)) {
+      failures.push(`seed ${r.seed} ${r.model}: the server holds ${r.reports_at_server} browser reports, expected ${r.expected_at_least}-${n}`);
+    }
+    if (r.python && !(r.python.reports_at_server >= r.python_expected_at_least && r.python.reports_at_server <= n)) {
+      failures.push(`seed ${r.seed} ${r.model}: the server holds ${r.python.reports_at_server} Python reports, expected ${r.python_expected_at_least}-${n}`);
+    }
+  }
+  if (check) {
+    if (!withPython) failures.push("--check needs --python");
+    for (const name of ["local", "shuffle"]) {
+      const ratio = out[name].ratio_of_means_browser_over_python;
+      if (withPython && !(Math.abs(ratio - 1) <= 0.1)) {
+        failures.push(`${name}: mean objective over seeds ${seeds.join(", ")}: browser ${out[name].browser_mean}, Python ${out[name].python_mean}, ratio ${ratio} (allowed 0.9-1.1)`);
+      }
+    }
+    if (!(out.encode_d100.ratio <= 3)) failures.push(`encoding at d = 100: chromium ${out.encode_d100.chromium_ms_per_report} ms, Python ${out.encode_d100.python_ms_per_report} ms, ratio ${out.encode_d100.ratio} > 3`);
+  }
+  if (failures.length) {
+    process.exitCode = 1;
+    console.error(`browser round FAILED:\n${failures.join("\n")}`);
+  }
 } finally {
   if (browser) await browser.close();
   for (const p of procs) p.kill("SIGTERM");

@@ -72,8 +72,14 @@ def _codes(batch, cfg, p):
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samples", type=int, default=100_000)
+    ap.add_argument("--model", choices=("local", "shuffle"), default="local",
+                    help="shuffle: the browser round's shuffle config (1,500 devices, delta 1e-6, min_batch 375)")
     args = ap.parse_args()
-    cfg = derive_config(1000, 2, 3, 8.0, encoder="nettree", bound=PublicBound(radius=10.0), seed=11)
+    if args.model == "shuffle":
+        cfg = derive_config(1500, 2, 3, 8.0, encoder="nettree", bound=PublicBound(radius=10.0), seed=11,
+                            model="shuffle", delta=1e-6, min_batch=375)
+    else:
+        cfg = derive_config(1000, 2, 3, 8.0, encoder="nettree", bound=PublicBound(radius=10.0), seed=11)
     points = [np.array([-5.0, -5.0]), np.array([5.0, 0.0]), np.array([0.0, 6.0]), np.array([0.3, -0.2])]
     with tempfile.TemporaryDirectory() as tmp:
         job = {"kind": "tree", "config": json.dumps(config_kinds()["tree"].dump(cfg)), "points": [p.tolist() for p in points],
