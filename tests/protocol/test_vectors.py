@@ -151,6 +151,28 @@ def test_one_changed_derived_byte_is_named(name, what):
     assert pv.check_case(case) != []
 
 
+def _privunit_draws(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    case = copy.deepcopy(next(c for c in load(name)["cases"] if "privunit" in json.dumps(c["outputs"].get("draws", {}))))
+    draws = case["outputs"]["draws"]
+    return case, draws["vec"]["privunit"] if "vec" in draws else draws["privunit"]
+
+
+@pytest.mark.parametrize("name", ["tree-local-lsh.json", "local_refine-local-privunit.json"])
+def test_an_inner_product_within_a_few_ulps_passes_and_a_wrong_one_fails(name):
+    """Norms, scores and the sphere point sum in an order the spec leaves free
+    (numpy sums in a CPU-dependent order): a few ulps pass, more does not, and
+    a drawn index beside them is still compared exactly."""
+    case, privunit = _privunit_draws(name)
+    privunit["score"] = float(np.nextafter(np.nextafter(privunit["score"], 2.0), 2.0))
+    privunit["norm"] = float(np.nextafter(privunit["norm"], 0.0))
+    assert pv.check_case(case) == []
+    privunit["score"] += 1e-9
+    assert [d for d in pv.check_case(case) if ".score" in d]
+    case, privunit = _privunit_draws(name)
+    privunit["in_cap"] = not privunit["in_cap"]
+    assert [d for d in pv.check_case(case) if ".in_cap" in d]
+
+
 @pytest.mark.parametrize("name", [p.name for p in FILES])
 def test_every_binary_envelope_and_public_object_is_compared(name):
     """Mutate the fields each kind has: a byte of the binary body or of an
