@@ -18,11 +18,13 @@ from shoal.common.errors import ConfigError
 
 
 class ServiceEnvironment(BaseSettings):
-    """What every service reads: the two slow-client timeouts (``http_edge.serve``)."""
+    """What every service reads: the two slow-client timeouts (``http_edge.serve``) and the origins of
+    pages whose browser devices may call it (``device_cors``)."""
 
     model_config = SettingsConfigDict(env_prefix="SHOAL_", extra="ignore", frozen=True)
     header_seconds: float = 10.0
     body_seconds: float = 30.0
+    device_origins: str = ""  # common/device_cors.py: pages on these origins may call the device endpoints
 
 
 E = TypeVar("E", bound=ServiceEnvironment)

@@ -54,6 +54,7 @@ from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from shoal.common.device_cors import SHUFFLER_DEVICE_PATHS, allow_device_origins, parse_origins
 from shoal.common.environment import ServiceEnvironment
 from shoal.common.errors import ConfigError
 from shoal.common.group_commit import GroupCommit
@@ -94,6 +95,7 @@ class ShufflerSettings:
     insecure: bool = False  # allow plain http:// to a server not on this machine (common/transport.py)
     pin_first_use: bool = False  # no server_key: read the server's identity once, keep it (module docstring)
     insecure_no_pin: bool = False  # no server_key and no verification: a loopback server only (tests)
+    device_origins: tuple[str, ...] = ()  # SHOAL_DEVICE_ORIGINS: pages whose browser devices may submit (device_cors)
 
     def __post_init__(self) -> None:
         # Batches and the shuffler's credential must not cross a network in clear (issue 39).
@@ -116,6 +118,8 @@ class ShufflerSettings:
             raise ValueError("the shuffler needs an enrolment token of at least 16 characters (SHOAL_ENROL_TOKEN)")
         if self.enrol_token == self.token:
             raise ValueError("the enrolment token must differ from the shuffler's server credential")
+        if self.device_origins != parse_origins(",".join(self.device_origins)):
+            raise ValueError(f"device_origins must be parsed origins (parse_origins), got {self.device_origins!r}")
 
 
 # Server answers that no retry can change: the round is unknown (404), not
@@ -378,6 +382,7 @@ def create_app(settings: ShufflerSettings) -> FastAPI:
 
     app = FastAPIOffline(title="shoal shuffler", version="0.1.0", lifespan=lifespan)  # docs served locally
     guard(app, settings.max_body_bytes, body_seconds=settings.body_seconds)
+    allow_device_origins(app, settings.device_origins, SHUFFLER_DEVICE_PATHS, headers=("content-type", "x-device-token"))
     app.state.forwarder = forwarder
     limit = RateLimit(settings.enrol_per_minute)
 

@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"shoal shuffler: --access-summary-seconds must be positive, got {args.access_summary_seconds:g}",
               file=sys.stderr)
         return 2
+    from shoal.common.device_cors import parse_origins
     from shoal.common.environment import read_environment
     from shoal.common.http_edge import serve
     from shoal.shuffler.app import ShufflerEnvironment, ShufflerSettings, create_app
@@ -86,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
                                     max_round_age_seconds=args.max_round_age_hours * 3600,
                                     header_seconds=env.header_seconds, body_seconds=env.body_seconds,
                                     insecure=args.insecure, pin_first_use=args.pin_first_use,
-                                    insecure_no_pin=args.insecure_no_pin)
+                                    insecure_no_pin=args.insecure_no_pin,
+                                    device_origins=parse_origins(env.device_origins))
     except ValueError as exc:
         print(f"shoal shuffler: {exc}", file=sys.stderr)
         return 2

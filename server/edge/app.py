@@ -9,6 +9,7 @@ from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 
+from shoal.common.device_cors import SERVER_DEVICE_PATHS, allow_device_origins
 from shoal.common.http_edge import guard
 from shoal.server.edge import http_errors, metrics
 from shoal.server.edge.dashboard import pages
@@ -31,6 +32,8 @@ def create_app(settings: Settings) -> FastAPI:
 
     app.state.registry = metrics.install(app, app.state.service)
     guard(app, settings.max_body_bytes, body_seconds=settings.body_seconds)
+    # Browser devices on the operator's own pages (SHOAL_DEVICE_ORIGINS): CORS on the device endpoints only.
+    allow_device_origins(app, settings.device_origins, SERVER_DEVICE_PATHS)
     http_errors.install(app)
     app.include_router(health.router)
     # Before rounds.router: GET /rounds/open is not GET /rounds/{round_id}. /device: the TypeScript device's page.

@@ -21,7 +21,9 @@ cluster, ``rounds/reduction.py``) and SHOAL_DASK_DEADLINE_SECONDS (default 0:
 from the round's size, 60 s + 10 us a report; a decode on Dask still running
 then is given up, its round back to ``closed`` with the error, and answers
 503) and SHOAL_DASK_FALLBACK (default false: a decode Dask lost answers 503;
-true: it is decoded in the server's own process instead).
+true: it is decoded in the server's own process instead) and
+SHOAL_DEVICE_ORIGINS (default empty: origins, comma separated, of web pages
+whose browser devices may call the device endpoints; ``common/device_cors.py``).
 Tokens must have at least 16 characters.
 """
 
@@ -31,6 +33,7 @@ import ipaddress
 import secrets
 from dataclasses import dataclass
 
+from shoal.common.device_cors import parse_origins
 from shoal.common.environment import ServiceEnvironment, read_environment
 from shoal.common.errors import ConfigError
 from shoal.server.rounds.reduction import check_scheduler
@@ -67,6 +70,7 @@ class Settings:
     dask_scheduler: str = ""
     dask_deadline_seconds: float = 0.0
     dask_fallback: bool = False
+    device_origins: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.operator_token or not self.shuffler_token:
@@ -100,6 +104,8 @@ class Settings:
         if not 0 <= self.dask_deadline_seconds <= 7 * 86400:
             raise ConfigError(f"SHOAL_DASK_DEADLINE_SECONDS={self.dask_deadline_seconds} is outside 0..604800 "
                               "(0: from the round's size)")
+        if self.device_origins != parse_origins(",".join(self.device_origins)):
+            raise ConfigError(f"device_origins must be parsed origins (parse_origins), got {self.device_origins!r}")
         if self.max_batch < 1 or self.max_body_bytes < 1024:
             raise ConfigError(f"bad limits: max_batch={self.max_batch}, max_body_bytes={self.max_body_bytes}")
 
@@ -149,4 +155,5 @@ def load_settings(host: str = "127.0.0.1", db_url: str | None = None, dask: str 
         dask_scheduler=env.dask_scheduler if dask is None else dask,
         dask_deadline_seconds=env.dask_deadline_seconds,
         dask_fallback=env.dask_fallback,
+        device_origins=parse_origins(env.device_origins),
     )

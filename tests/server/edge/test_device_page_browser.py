@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -105,3 +107,50 @@ def test_a_person_takes_part_from_the_device_page(server, page) -> None:
     expect(page.locator("#sent")).to_contain_text('"duplicates":1')
     assert httpx.get(f"{server.url}/rounds/{tree['id']}").json()["reports"] == 1
     assert not problems, problems
+
+
+def test_a_page_on_another_origin_takes_part_when_the_operator_lists_it(server, page, tmp_path) -> None:
+    """The TypeScript device embedded in the operator's own site (another
+    origin: here a static server on another loopback port) reaches the
+    shoal server only if SHOAL_DEVICE_ORIGINS lists that site; chromium
+    enforces it (CORS), and a page not listed sends nothing."""
+    from tests_helpers import free_port
+
+    site = tmp_path / "site"
+    site.mkdir()
+    shutil.copy(JS_ROOT / "dist" / "shoal-device.js", site / "shoal-device.js")
+    (site / "index.html").write_text('<!doctype html><meta charset="utf-8"><title>a product page</title>')
+    ports = {"listed": free_port(), "other": free_port()}
+    statics = {name: subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], cwd=site,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for name, port in ports.items()}
+    try:
+        server.kill()
+        server.env["SHOAL_DEVICE_ORIGINS"] = f"http://127.0.0.1:{ports['listed']}"
+        server.start()
+        op = server.op_headers()
+        tree = httpx.post(f"{server.url}/rounds", headers=op, json={
+            "k": 3, "dim": 2, "epsilon": 4, "n_expected": 1000, "encoder": "nettree", "bound": {"radius": 10}}).json()
+        pin = load_or_create_signing_key(identity_path(server.env["SHOAL_KEY_PATH"])).fingerprint
+        script = """async ({ url, pin, round }) => {
+            const m = await import("/shoal-device.js");
+            const device = new m.Device({ serverUrl: url, serverKey: pin, retries: 0,
+                                          ledger: new m.Ledger(new m.MemoryLedgerStore(), 10) });
+            try { return JSON.stringify(await device.participate(round, [1.5, -2.0])); } catch (e) { return "refused: " + e; }
+        }"""
+        answers = {}
+        for name, port in ports.items():
+            for _ in range(50):  # the static server may take a moment to listen
+                try:
+                    httpx.get(f"http://127.0.0.1:{port}/index.html").raise_for_status()
+                    break
+                except httpx.HTTPError:
+                    time.sleep(0.1)
+            page.goto(f"http://127.0.0.1:{port}/index.html")
+            answers[name] = page.evaluate(script, {"url": server.url, "pin": pin, "round": tree["id"]})
+        assert '"accepted":1' in answers["listed"], answers
+        assert answers["other"].startswith("refused:"), answers
+        assert httpx.get(f"{server.url}/rounds/{tree['id']}").json()["reports"] == 1
+    finally:
+        for p in statics.values():
+            p.kill()
+            p.wait()
