@@ -205,6 +205,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
     from shoal.common.bounds import bound_to_dict
     from shoal.common.errors import ShoalError
+    from shoal.deploy.block_memory import keep_block_buffers
     from shoal.deploy.reference import ReferenceCache
     from shoal.deploy.simulate import (
         clipped_fraction,
@@ -216,6 +217,7 @@ def _simulate(args: argparse.Namespace) -> int:
     )
     from shoal.deploy.verdicts import partition_quality
 
+    keep_block_buffers()  # this process is the simulator's: its block buffers are reused, not re-faulted
     points = open_points(args.data)  # a ConfigError becomes one line and exit 2 (common/cli.main)
     if args.model == "local" and (args.delta is not None or args.min_batch is not None):
         print("shoal simulate: --delta and --min-batch belong to --model shuffle", file=sys.stderr)
