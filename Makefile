@@ -21,8 +21,12 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy common client server shuffler deploy
 
+# pytest (with the browser round, tests/clients/js), then the TypeScript device's own tests (tsc strict,
+# every conformance vector in Node and in chromium) when its packages are installed (cd clients/js && npm ci).
 test: lint
 	$(PY) -m pytest -n 2 --durations=25
+	@if command -v npm >/dev/null && [ -d clients/js/node_modules ]; then cd clients/js && npm test; \
+	else echo "make test: the TypeScript device's tests were not run (cd clients/js && npm ci && npm run build)"; fi
 
 # The demo installs only what it runs (the server extra: server, shuffler, simulator), not the dev
 # and scale extras; it keeps its round in build/demo and ends with the dashboard (shoal sim --keep).
