@@ -155,7 +155,12 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
     b.add_argument("--scale-stores", default=None, metavar="DIR",
                    help="--scale: keep each size's store in DIR/nN_dD and reuse it when a later run finds it there")
     b.add_argument("--capacity", action="store_true",
-                   help="one server replica's ingestion on SQLite and PostgreSQL, and two replicas on one PostgreSQL")
+                   help="one server replica's ingestion on SQLite and PostgreSQL, and two replicas on one PostgreSQL, "
+                        "beside SQLite's append floor measured in the same run")
+    b.add_argument("--capacity-reports", type=int, default=None, metavar="N",
+                   help="--capacity: binary tree reports in the batch load (default 200,000; smoke 20,000)")
+    b.add_argument("--capacity-connections", type=int, default=None, metavar="C",
+                   help="--capacity: connections of the batch load (default 4)")
     b.add_argument("--greedy", action="store_true",
                    help="seed 001's greedy (central): the elbow on the paper generator (k = 2 k_true) and the "
                         "objective against gridhist")

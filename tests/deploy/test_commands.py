@@ -175,6 +175,11 @@ def test_capacity_smoke_measures_sqlite_and_postgres_replicas(tmp_path, capsys):
     assert main(["bench", "--capacity", "--smoke", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "| SQLite | 1 |" in out
+    row = json.loads((tmp_path / "capacity.json").read_text())["rows"][0] if (tmp_path / "capacity.json").exists() else None
+    sqlite_line = next(line for line in out.splitlines() if line.startswith("| SQLite | 1 |"))
+    floor, ratio = (float(c.replace(",", "")) for c in sqlite_line.split("|")[5:7])
+    assert floor > 0 and ratio > 0  # the append floor, measured in the same run, and the server's rate over it
+    assert row is None or "append_floor_reports_per_second" in row
     if "PostgreSQL" in out:
         assert "| PostgreSQL | 2 |" in out
 
