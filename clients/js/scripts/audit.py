@@ -85,12 +85,13 @@ def _tree_cases(args, tmp):
                 yield f"tree {encoder:7}", eps, pair, codes, cfg.device_epsilon, True
 
 
-def _local_refine_cases(args, tmp):
-    """tests/common/test_bit_level_audits.py: test_local_refine_report_is_eps_ldp_on_the_wire."""
+def _refine_cases(args, tmp, centers, pairs, label):
+    """Local refine messages from the TypeScript device for each pair of inputs; each message's code says
+    whether its codebook index is in the cap of +-(each input's block vector)."""
     for eps in args.eps:
-        cfg = derive_local_refine("parent", np.array([[0.5, 0.0], [-0.5, 0.0]]), PublicBound(radius=1.0), eps, seed=9)
+        cfg = derive_local_refine("parent", centers, PublicBound(radius=1.0), eps, seed=9)
         cfg = dataclasses.replace(cfg, privunit=PrivUnitParams.calibrate(cfg.privunit.dim, eps, candidates=32))
-        for pair, (x1, x2) in bit_level.REFINE_PAIRS.items():
+        for pair, (x1, x2) in pairs.items():
             blocks = block_vectors(np.array([x1, x2]), cfg)
             u = blocks / np.linalg.norm(blocks, axis=1, keepdims=True)
             dirs = np.concatenate([u, -u])
@@ -102,7 +103,13 @@ def _local_refine_cases(args, tmp):
                 member = cap_members(rec["nonce"].astype(np.uint64), rec["index"].astype(np.int64),
                                      np.broadcast_to(dirs, (n,) + dirs.shape), cfg.privunit, cfg.codebook_key)
                 codes.append(member.astype(np.int64) @ (1 << np.arange(dirs.shape[0])))
-            yield "local_refine", eps, pair, codes, cfg.privunit.epsilon, True
+            yield label(cfg), eps, pair, codes, cfg.privunit.epsilon, True
+
+
+def _local_refine_cases(args, tmp):
+    """tests/common/test_bit_level_audits.py: test_local_refine_report_is_eps_ldp_on_the_wire."""
+    yield from _refine_cases(args, tmp, np.array([[0.5, 0.0], [-0.5, 0.0]]), bit_level.REFINE_PAIRS,
+                             lambda cfg: "local_refine")
 
 
 # From PrivUnit dimension 16 (``privunit_codebook.SHARED_MIN_DIM``) the device scores the round's shared
@@ -119,23 +126,7 @@ SHARED_REFINE_PAIRS = {
 def _shared_local_refine_cases(args, tmp):
     """The local refine cases at PrivUnit dimension 16: the shared-codebook form, as the Python audits'
     ``test_shared_codebook_vec_report_is_eps_ldp_on_the_wire`` (d = 16 and 100) check it for Python."""
-    for eps in args.eps:
-        cfg = derive_local_refine("parent", SHARED_CENTERS, PublicBound(radius=1.0), eps, seed=9)
-        cfg = dataclasses.replace(cfg, privunit=PrivUnitParams.calibrate(cfg.privunit.dim, eps, candidates=32))
-        assert cfg.privunit.dim >= 16, cfg.privunit.dim
-        for pair, (x1, x2) in SHARED_REFINE_PAIRS.items():
-            blocks = block_vectors(np.array([x1, x2]), cfg)
-            u = blocks / np.linalg.norm(blocks, axis=1, keepdims=True)
-            dirs = np.concatenate([u, -u])
-            codes = []
-            for body in _generate("local_refine", config_kinds()["local_refine"].dump(cfg), [x1, x2], args.samples,
-                                  f"{tmp}/q", args.broken):
-                rec = np.frombuffer(body, dtype=np.dtype([("nonce", "<u8"), ("index", "<u4")]))
-                n = rec.size
-                member = cap_members(rec["nonce"].astype(np.uint64), rec["index"].astype(np.int64),
-                                     np.broadcast_to(dirs, (n,) + dirs.shape), cfg.privunit, cfg.codebook_key)
-                codes.append(member.astype(np.int64) @ (1 << np.arange(dirs.shape[0])))
-            yield f"local_refine d={cfg.privunit.dim}", eps, pair, codes, cfg.privunit.epsilon, True
+    yield from _refine_cases(args, tmp, SHARED_CENTERS, SHARED_REFINE_PAIRS, lambda cfg: f"local_refine d={cfg.privunit.dim}")
 
 
 def _sketch_cases(args, tmp):
