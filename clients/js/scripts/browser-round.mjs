@@ -15,7 +15,10 @@
 // private randomness), and per model the ratio of the decoded objectives' means over the seeds
 // (browser / Python). --python-again adds a second Python population (the spread of Python against Python).
 // --check (with --python): exit 1 unless, per model, every report arrived, the ratio of the means is within
-// 10% of 1 (issue 40's criterion) and the chromium encode time is <= 3x Python's; tests/clients/js runs it.
+// 30% of 1 and the chromium encode time is <= 3x Python's; tests/clients/js runs it. Why 30% (issue 40's
+// "within noise", tests/bench/results/browser_round_spread.md): two populations of the same Python device,
+// 400 rounds per seed and model, left 10% about one run in ten (CI failed on it) and 30% at most ~2e-5 of
+// pairs per model; devices keeping the histogram's bucket at eps 4 while the round says 8 are always caught.
 // --redecodes=R: each round's reports decoded R more times (`{"again": true}`, post-processing), their
 // objectives printed: the part of the spread that is the server's clustering, not the devices.
 // Why eps 8 by default: the comparison is of two implementations of one law, and its power to see a
@@ -33,6 +36,7 @@ const n = Number(positional[0] ?? "1000");
 const firstSeed = Number(positional[1] ?? "1");
 const withPython = process.argv.includes("--python");
 const check = process.argv.includes("--check");
+const BAND = 0.3; // --check's band on the ratio of the means (see above)
 const flag = (name, fallback) => Number(process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback);
 const seeds = Array.from({ length: flag("seeds", 1) }, (_, i) => firstSeed + i);
 const localEps = flag("local-eps", 8);
@@ -271,8 +275,8 @@ print(best * 1e3)`], { input: cfgText }).toString().trim());
     if (!withPython) failures.push("--check needs --python");
     for (const name of ["local", "shuffle"]) {
       const ratio = out[name].ratio_of_means_browser_over_python;
-      if (withPython && !(Math.abs(ratio - 1) <= 0.1)) {
-        failures.push(`${name}: mean objective over seeds ${seeds.join(", ")}: browser ${out[name].browser_mean}, Python ${out[name].python_mean}, ratio ${ratio} (allowed 0.9-1.1)`);
+      if (withPython && !(Math.abs(ratio - 1) <= BAND)) {
+        failures.push(`${name}: mean objective over seeds ${seeds.join(", ")}: browser ${out[name].browser_mean}, Python ${out[name].python_mean}, ratio ${ratio} (allowed ${1 - BAND}-${1 + BAND})`);
       }
     }
     if (!(out.encode_d100.ratio <= 3)) failures.push(`encoding at d = 100: chromium ${out.encode_d100.chromium_ms_per_report} ms, Python ${out.encode_d100.python_ms_per_report} ms, ratio ${out.encode_d100.ratio} > 3`);

@@ -4,16 +4,24 @@
 ``Device``, ledger and OS randomness) in a local-model and a shuffle-model tree
 round, and 1,500 Python devices on the same points in rounds with the same
 public seed; three seeds. The mean decoded objective of the browser's rounds is
-within 10% of the Python devices' (per model), every report arrives, and
+within 30% of the Python devices' (per model), every report arrives, and
 encoding one report at d = 100 in chromium takes at most 3x the Python
 device's time, measured in the same run (``clients/js/scripts/browser-round.mjs
 --check``; its JSON goes to build/browser-round.json and is printed).
 
-Why 1,500 devices and eps 8 (the script's docstring): the comparison is of two
-implementations of one law; at 1,000 devices the mean of three seeds' ratio
-has a standard deviation of about 4.5% between two Python populations
-(simulated, 20 triples), at 1,500 about 3.6%, so a 10% criterion fails by
-chance about once in a hundred runs rather than once in twenty.
+Why 30% ("within noise", measured by ``tests/bench/browser_round_spread.py``,
+tests/bench/results/browser_round_spread.md): a round of 1,500 devices at
+eps 8 draws each device's tree level at random, and that sampling moves a
+round's objective by 3-8% (sd) with a tail to 1.6x; two populations of the
+*same* Python device left the earlier 10% band about one run in ten (CI
+failed on it: local 0.80, one Python round at 1.73x planted) and leave 30% in
+at most ~2e-5 of pairs per model (three measurements of 400 rounds per seed).
+What it still catches: devices whose histogram randomiser keeps the true
+bucket at eps 4's probability while the round says 8 (ratio ~25, always);
+at eps 7, ratio ~1.27, in about two runs of five. The bit-level audits
+(``npm run audit``, ``law_check.py``) are the sharp test of the devices'
+law; this one shows that real browsers, HTTP and the shuffler decode like
+Python devices.
 
 Skipped, with the reason, without node, chromium or the bundle (.ci/run
 installs and builds all three)."""
@@ -54,7 +62,7 @@ def test_browser_devices_decode_like_python_devices():
     print(json.dumps(short))
     assert run.returncode == 0, f"{run.stderr[-4000:]}\n{json.dumps(short)}"
     for model in ("local", "shuffle"):
-        assert abs(summary[model]["ratio_of_means_browser_over_python"] - 1) <= 0.1
+        assert abs(summary[model]["ratio_of_means_browser_over_python"] - 1) <= 0.3
     assert summary["encode_d100"]["ratio"] <= 3
     assert sum(r["model"] == "local" for r in summary["rounds"]) == 3
     assert all(r["devices"] >= 1000 for r in summary["rounds"])
