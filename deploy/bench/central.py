@@ -31,7 +31,14 @@ import numpy as np
 
 from shoal.deploy.bench.accuracy import machine
 from shoal.deploy.bench.results import write_results
-from shoal.deploy.datasets import Dataset, balcan_mixture, load_letter, load_uber, paper_mixture
+from shoal.deploy.datasets import (
+    Dataset,
+    balcan_mixture,
+    load_letter,
+    load_uber,
+    overlapping_mixture,
+    paper_mixture,
+)
 from shoal.deploy.simulate import peak_rss_mb
 
 DELTA = 1e-6
@@ -43,6 +50,8 @@ def _dataset(name: str, n: int, seed: int, data_dir: Path, smoke: bool) -> Datas
         return paper_mixture(n, seed=seed)
     if name == "balcan":
         return balcan_mixture(2000 if smoke else 50_000, seed=seed)
+    if name == "overlap":
+        return overlapping_mixture(3000 if smoke else 23_000, seed=seed)
     ds = load_uber(data_dir) if name == "uber" else load_letter(data_dir)
     return Dataset(ds.name, ds.points[:3000], ds.k, ds.bound) if smoke else ds
 
@@ -136,7 +145,7 @@ def run_central_bench(args: argparse.Namespace) -> int:
     epss = [float(v) for v in (args.eps or "0.5,1,4").split(",")]
     ns = [int(v) for v in (args.ns or "10000,100000,1000000").split(",")]
     seeds = list(range(max(1, int(args.seeds))))
-    cases: list[tuple[str, int]] = [("paper", n) for n in ns] + [("balcan", 50_000)]
+    cases: list[tuple[str, int]] = [("paper", n) for n in ns] + [("balcan", 50_000), ("overlap", 23_000)]
     for name in ("uber", "letter"):
         try:
             _dataset(name, 0, 0, args.data_dir, True)

@@ -46,8 +46,15 @@ def test_the_greedy_uses_seed_003s_lemma_6_step():
     assert c.beta == pytest.approx(c.epsilon / (2 * math.log(math.e / c.delta)))
 
 
-def test_seed_003_spends_half_on_the_greedy_and_half_on_the_counts_when_nothing_is_projected():
+def test_seed_003_unprojected_ends_with_one_lloyd_step_for_kmeans():
     spec = derive_central("maxcover-003", 10_000, 2, 4, 1.0, 1e-6)
+    assert spec.proj_dim == 2 and spec.lift_steps == 1
+    assert spec.cover.epsilon == pytest.approx(0.4)
+    assert spec.count_epsilon == pytest.approx(0.3, rel=1e-3) and spec.lift_epsilon == pytest.approx(0.3, rel=1e-3)
+
+
+def test_seed_003_unprojected_kmedian_spends_half_on_the_greedy_and_half_on_the_counts():
+    spec = derive_central("maxcover-003", 10_000, 2, 4, 1.0, 1e-6, objective="kmedian")
     assert spec.proj_dim == 2 and spec.lift_steps == 0
     assert spec.cover.epsilon == pytest.approx(0.5) and spec.count_epsilon == pytest.approx(0.5, rel=1e-3)
 
