@@ -386,12 +386,12 @@ def derive_central(algorithm: str, n: int, dim: int, k: int, epsilon: float, del
         beta, rule = greedy_step(eps_g, delta_g), "seed003-lemma6"
         cover = CoverSpec(beta, 2 * k, grid_sides(n, proj), SHIFTS, eps_g, delta_g, rule)
     # The count's eps as the discrete Laplace's exact rational scale gives it (at most its share, and at
-    # most what the cover leaves); the lift's at most what cover and counts leave, and its delta what the
+    # most what the cover leaves); the lift gets what cover and counts leave, and its delta what the
     # cover leaves: every part rounded toward less spend (``spend_left``), so that census + cover + counts
     # + lift <= the requested (epsilon, delta) exactly (g + c + lift = 1 in doubles may sum above 1).
     t, s = laplace_scale_fraction(1, min(c * epsilon, spend_left(epsilon, eps_g)))
     count = s / t
-    lift_eps = min(lift * epsilon, spend_left(epsilon, eps_g, count)) if steps else 0.0
+    lift_eps = spend_left(epsilon, eps_g, count) if steps else 0.0  # its share and what the count's rounding left
     return CentralSpec(algorithm, k, dim, proj, requested, delta, cover, count, steps,
                        lift_eps, spend_left(delta, delta_g) if steps else 0.0, seed,
                        census, objective)

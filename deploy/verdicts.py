@@ -28,8 +28,8 @@ def central_quality(k: int, epsilon: float, bound: PublicBound, ball: NDArray[np
     ``answer``: "private mean" when the lift's test (``clusters_beat_the_mean``)
     kept the one-center answer; "clusters" when it showed the clusters beat
     the mean, or, uncertified (``certified`` false), when the run has no such
-    test (seed 003 unprojected answers with the coreset's cell centers; seed
-    001's greedy); "nothing released" when no proxy cell survived the noise.
+    test (seed 003 unprojected answers with the coreset's cell centers, moved
+    by a shrunk Lloyd step; seed 001's greedy); "nothing released" when no proxy cell survived the noise.
     The per-center errors are not estimated in this model: the fields say so."""
     distinct = distinct_centers(ball)
     out: dict[str, Any] = {

@@ -87,6 +87,14 @@ class NoisyAverageSpec:
         return 2.0**self.bits + math.sqrt(self.dim) / 2
 
     @property
+    def size_var(self) -> float:
+        """Variance of a noisy size: the discrete Laplace of scale b = t / s has
+        variance 2 e^(-1/b) / (1 - e^(-1/b))^2."""
+        t, s = self.size_scale
+        q = math.exp(-s / t)
+        return 2 * q / (1 - q) ** 2
+
+    @property
     def sum_sd(self) -> float:
         """Standard deviation of one coordinate of a noisy sum, in the ball's units."""
         return math.sqrt(self.shares * self.sigma_sq) / 2.0**self.bits
