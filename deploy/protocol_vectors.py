@@ -617,8 +617,14 @@ TOLERANT = (
     (re.compile(r"\.privunit\.(norm|score)$"), 8, 1e-13),
     (re.compile(r"\.privunit\.sphere_point\.(head|values)\[\d+\]$"), 4, 1e-15),
     (re.compile(r"\.intermediates\.(record_features|contribution)\.(head|values)\[\d+\]$"), 8, 1e-12),
+    # Box-Muller normals (the spec's one transcendental step, ``public_stream.box_muller``): log and cos
+    # come from the platform's libm (numpy's AVX-512 SVML on one machine, glibc on another), each within
+    # an ulp of the true value, so the objects built from them agree to a few ulps, not bit for bit.
+    (re.compile(r"\.(public\.(planes|projection|omega)|draws\.privunit\.candidate)\.(head|values)\[\d+\]$"), 16,
+     1e-13),
 )
-UNCOMPARED = re.compile(r"(\.privunit\.sphere_point|\.intermediates\.(record_features|contribution))\.sha256$")
+UNCOMPARED = re.compile(r"(\.privunit\.sphere_point|\.intermediates\.(record_features|contribution)"
+                        r"|\.public\.(planes|projection|omega)|\.draws\.privunit\.candidate)\.sha256$")
 
 
 def _ulps(a: float, b: float) -> float:

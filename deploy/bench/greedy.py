@@ -71,7 +71,8 @@ from shoal.deploy.bench.elbow_band import exact_curves, plot_elbows
 from shoal.deploy.bench.results import write_results
 from shoal.deploy.datasets import Dataset, load_letter, load_uber, paper_mixture
 from shoal.deploy.summed import summed_in_process
-from shoal.server.decoders.central.pipeline import Merged, central_kmeans, reduce_parts
+from shoal.server.decoders.central.lift import Merged, reduce_parts
+from shoal.server.decoders.central.pipeline import central_kmeans
 from shoal.server.decoders.elbow import elbow_from_drops
 from shoal.server.decoders.tree.accumulate import LevelAccumulator
 from shoal.server.decoders.tree.decoder import TreeDecoder

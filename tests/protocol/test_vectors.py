@@ -186,9 +186,12 @@ def test_every_binary_envelope_and_public_object_is_compared(name):
     if "envelopes" in msg:
         targets.append(("messages", 0, "envelopes", 0, "nonce"))
         targets.append(("messages", 0, "envelopes", 0, "ephemeral_public"))
-    for obj in outputs["public"].values():
+    for key, obj in outputs["public"].items():
         if isinstance(obj, dict):
-            targets.append(("public", next(k for k, v in outputs["public"].items() if v is obj), "sha256"))
+            # A Gaussian-derived object is compared by its values within ulps (its digest is not): move one.
+            tolerant = pv.UNCOMPARED.search(f".public.{key}.sha256")
+            field = "head" if "head" in obj else "values"
+            targets.append(("public", key, field, 0) if tolerant else ("public", key, "sha256"))
     for token in range(len(outputs["tokens"])):
         targets.append(("tokens", token, "hex"))
     assert targets
@@ -197,7 +200,8 @@ def test_every_binary_envelope_and_public_object_is_compared(name):
         node = case["outputs"]
         for step in path[:-1]:
             node = node[step]
-        node[path[-1]] = flip_hex(node[path[-1]], 1)
+        last = node[path[-1]]
+        node[path[-1]] = last * (1 + 1e-9) + 1e-9 if isinstance(last, float) else flip_hex(last, 1)
         assert pv.check_case(case) != [], path
 
 

@@ -93,7 +93,7 @@ def test_the_statement_is_built_from_the_event_and_says_who_it_holds_against():
 
 
 def test_clusters_are_kept_only_when_their_estimated_saving_beats_their_extra_noise():
-    from shoal.server.decoders.central.pipeline import Merged, clusters_beat_the_mean
+    from shoal.server.decoders.central.lift import Merged, clusters_beat_the_mean
 
     def two(means, draws=(1.0, 1.0)):
         sizes = np.array([1000.0, 1000.0])
@@ -112,7 +112,7 @@ def test_clusters_are_kept_only_when_their_estimated_saving_beats_their_extra_no
 
 
 def test_parts_are_reduced_to_k_clusters_where_the_data_live():
-    from shoal.server.decoders.central.pipeline import Merged, reduce_parts
+    from shoal.server.decoders.central.lift import Merged, reduce_parts
 
     # Five lifted parts: three of one cluster (one a sliver of 200 points), two of another.
     means = np.array([[0.5, 0.0], [0.52, 0.01], [0.49, -0.02], [-0.5, 0.0], [-0.51, 0.02]])
@@ -186,22 +186,3 @@ def test_unprojected_seed_003_ends_with_a_lloyd_step_that_beats_the_cells_on_ove
         cells_only.append(kmeans_cost(x, bare.centers) / len(x))
     assert np.mean(with_step) < 0.92 * np.mean(cells_only), (with_step, cells_only)
 
-
-def test_a_shrunk_lloyd_step_moves_a_center_as_far_as_its_noisy_mean_is_worth():
-    """Many rows at a generous eps: the centers move (nearly) to their parts' means. A handful
-    of rows at a small eps: the noise would swamp the mean, so the centers stay where they were."""
-    from shoal.server.decoders.central.noisy_average import calibrate
-    from shoal.server.decoders.central.pipeline import shrunk_lloyd_step
-
-    rng = np.random.default_rng(0)
-    true = np.array([[0.4, 0.0], [-0.4, 0.0]])
-    start = true + np.array([[0.1, 0.1], [-0.1, -0.1]])
-    many = true[rng.integers(0, 2, 20_000)] + 0.05 * rng.standard_normal((20_000, 2))
-    moved, _, lam = shrunk_lloyd_step(many, start, calibrate(2, 4.0, 1e-6), rng)
-    assert (lam > 0.95).all() and np.abs(moved - true).max() < 0.02
-    few = true[rng.integers(0, 2, 12)] + 0.05 * rng.standard_normal((12, 2))
-    stayed = 0
-    for _ in range(200):  # the gate lets a pure-noise mean through with probability 1e-3 per center
-        kept, _, lam = shrunk_lloyd_step(few, start, calibrate(2, 0.05, 1e-6), rng)
-        stayed += int(np.array_equal(kept, start) and (lam == 0).all())
-    assert stayed >= 195
