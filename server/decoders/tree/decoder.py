@@ -11,7 +11,8 @@ Steps, with what this decoder adds to the paper:
    and parent = sum of children holds. Nodes whose count is below the noise
    gate get the count-informed estimate "vector sum ~ 0" (|V| <= count).
 3. Cluster the coreset (significant leaves, weighted by count): lattice
-   points for nettree, estimated leaf means for lsh; or, with the round's
+   points for nettree (an expanded leaf at its children's count-weighted
+   points, ``placement.py``), estimated leaf means for lsh; or, with the round's
    ``tree.centers = "greedy"`` (nettree), seed 001's greedy on the tree's
    significant nodes, whose centers come in order (``greedy_centers.py``).
 4. Lift (Alg. 4 lines 7-17): each center's sum and count are those of the
@@ -62,6 +63,7 @@ from shoal.server.decoders.tree.accumulate import LevelAccumulator
 from shoal.server.decoders.tree.consistency import tree_blue
 from shoal.server.decoders.tree.greedy_centers import Coreset, coreset_of, ordered_centers
 from shoal.server.decoders.tree.oracles import FrequencyOracle, VectorOracle
+from shoal.server.decoders.tree.placement import place_coreset
 from shoal.server.decoders.tree.safety import certify, lattice_safety_net
 from shoal.server.decoders.tree.tree import NetTree, build_tree
 
@@ -105,8 +107,10 @@ class TreeDecoder:
         consistency: bool = True,
         shrink: bool = True,
         keep_coreset: bool = False,
+        placement: bool = True,
     ) -> None:
-        """``consistency`` and ``shrink`` switch off steps 2 and 5 (for ablations only);
+        """``consistency``, ``placement`` and ``shrink`` switch off step 2, step 3's placement
+        and step 5 (for ablations only);
         ``keep_coreset``: the last decode's coreset stays in ``coreset`` (benchmarks)."""
         self.rng = rng if rng is not None else np.random.default_rng()
         self.keep_coreset = keep_coreset
@@ -114,6 +118,7 @@ class TreeDecoder:
         self.restarts = restarts
         self.consistency = consistency
         self.shrink = shrink
+        self.placement = placement
 
     def decode(self, accumulator: LevelAccumulator, consume: bool = False) -> ClusteringResult:
         """``consume``: overwrite the accumulator's vector table (one table in memory, not two)."""
@@ -157,6 +162,7 @@ class TreeDecoder:
 
         # Coreset positions.
         weights = np.maximum(counts, 0.0)
+        pos_var: NDArray[np.float64] | None = None  # nettree: how far a position may be from its devices
         if isinstance(space, LatticeNet):
             pos = np.zeros((tree.size, space.dim))
             for j in range(cfg.levels + 1):
@@ -166,6 +172,7 @@ class TreeDecoder:
             # coarse lattice point can sit up to ``space.reach(j)`` per axis outside it: the ball's
             # nearest point is closer to every point of the ball (it is convex), so to their mean.
             pos = clip_to_ball(pos)
+            pos, pos_var = place_coreset(tree, space, core, pos, enabled=self.placement)
         else:
             assert vec_sums is not None and vec_q is not None
             if self.shrink:
@@ -235,8 +242,8 @@ class TreeDecoder:
             overall = (pos[leaf_ids] * weights[leaf_ids][:, None]).sum(0) / max(weights[leaf_ids].sum(), 1e-300)
             ball = np.where(mass[:, None] > 0, sums / np.maximum(mass, 1e-300)[:, None], overall)
             if vo.available and cfg.root_params is not None:
-                assert isinstance(space, LatticeNet)
-                ball = lattice_safety_net(space, tree, vo, leaf_ids, lab, pos, weights, ball, mass, n, diag,
+                assert pos_var is not None
+                ball = lattice_safety_net(pos_var, tree, vo, leaf_ids, lab, pos, weights, ball, mass, n, diag,
                                          enabled=self.shrink)
         if kk < cfg.k:
             fill = ball[np.argmax(mass)] if np.any(mass > 0) else np.zeros(cfg.dim)

@@ -17,7 +17,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shoal.common.bounds import clip_to_ball
-from shoal.common.nets import LatticeNet
 from shoal.server.decoders.tree.oracles import VectorOracle
 from shoal.server.decoders.tree.tree import NetTree
 
@@ -27,7 +26,7 @@ CERTIFICATE_Z = 1.0
 
 
 def lattice_safety_net(
-    space: LatticeNet, tree: NetTree, vo: VectorOracle, leaf_ids: NDArray[np.int64], lab: NDArray[np.int64],
+    pos_var: NDArray[np.float64], tree: NetTree, vo: VectorOracle, leaf_ids: NDArray[np.int64], lab: NDArray[np.int64],
     pos: NDArray[np.float64], weights: NDArray[np.float64], ball: NDArray[np.float64],
     mass: NDArray[np.float64], n: float, diag: dict[str, Any], enabled: bool = True,
 ) -> NDArray[np.float64]:
@@ -43,10 +42,11 @@ def lattice_safety_net(
     err = np.zeros(kk)
     np.add.at(err, lab, var_u * spread)
     err /= np.maximum(mass, 1.0) ** 2
-    # A cell's devices are not at its lattice point: their offsets have mean 0
-    # over the public shifts and sd rho_u per direction (``rounding_sd``);
-    # the certificate counts them as noise of S_c, cell by cell.
-    rho = np.array([space.rounding_sd(int(j)) for j in range(int(tree.level.max()) + 1)])[tree.level[leaf_ids]]
+    # A cell's devices are not at its position: their offsets have mean 0 over
+    # the public shifts and sd rho_u per direction (``pos_var``: the lattice's
+    # ``rounding_sd``, or a placed node's, ``placement.py``); the certificate
+    # counts them as noise of S_c, cell by cell.
+    rho = np.sqrt(pos_var[leaf_ids])
     gap = ((ball - mean) ** 2).sum(1)
     with np.errstate(over="ignore"):
         shrink = np.clip(1 - (err + e0) / np.maximum(gap, 1e-300), 0.0, 1.0)
