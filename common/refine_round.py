@@ -192,18 +192,36 @@ REFINE_DELTA_SHARE = 0.01
 # The refine round's share after a partition round (``first_round``): letter (n = 2e4, d = 16, k = 26,
 # central eps 1, seeds 0-2) gave 0.065 / 0.062 / 0.059 / 0.060 / 0.059 at shares 0.2 / 0.3 / 0.4 / 0.5 / 0.6.
 PARTITION_REFINE_SHARE = 0.5
+# The central eps (of the tree round and its refine, the refine at its smallest share) at which
+# ``first_round`` predicts whether the tree locates the clusters, whatever eps the round has.
+FIRST_ROUND_EPS = 0.5
 
 
-def first_round(n: int, dim: int, k: int, epsilon: float, delta: float, min_batch: int | None = None) -> str:
-    """The shuffle model's first round at central (epsilon, delta), from public
-    parameters only: the tree round ("tree") when its vector reports are
-    predicted to locate the clusters (center error <= ``TREE_LOCATED``) or when
-    its positions come from the lattice alone; otherwise a ``partition`` round,
-    whose noise is central: per-bucket secure sums over a public partition
-    (issue 15: letter's shuffle tree round answered near the one-center cost,
-    0.094-0.097, where a partition round gave 0.065 and, with a refine round,
-    0.059)."""
-    cfg = derive_config(n, dim, k, epsilon, model="shuffle", delta=delta, min_batch=int(min_batch or n), seed=0)
+def first_round(n: int, dim: int, k: int, delta: float, min_batch: int | None = None) -> str:
+    """The shuffle model's first round, from public parameters only: the tree
+    round ("tree") when its vector reports are predicted to locate the
+    clusters (center error <= ``TREE_LOCATED``) or when its positions come
+    from the lattice alone; otherwise a ``partition`` round, whose noise is
+    central: per-bucket secure sums over a public partition (issue 15:
+    letter's shuffle tree round answered near the one-center cost,
+    0.094-0.097, where a partition round gave 0.065 and, with a refine
+    round, 0.059).
+
+    The prediction is made at ``FIRST_ROUND_EPS``, not at the round's eps, so
+    the protocol does not change with eps (issue 41, Build 3): each protocol
+    gets better with more budget, but a switch from partition to tree as eps
+    grows made the objective worse: a 7-feature held-back set 0.0324 at
+    eps 1 -> 0.0357 at eps 4, the overlapping-cluster generator (n = 23,000,
+    d = 6, k = 5; 3 seeds, shuffle + refine) partition 0.0895 at eps 0.5,
+    tree 0.101 / 0.094 / 0.091 at eps 1 / 2 / 4, where partition gives
+    0.085 / 0.085 / 0.083 (``tests/bench/results/first_round.md``). The tree's
+    prediction is a noise figure: it says whether the tree could locate
+    clusters as tight as its own noise, not whether the data's clusters are
+    broad; the tree round wins where it locates at small budgets (the paper
+    generator at n = 1e6, d = 100: 1.0e-4 either way, with 1/1800 of the
+    partition round's bytes per device; Uber in d = 2)."""
+    tree_eps = split_spend(FIRST_ROUND_EPS, min(REFINE_SHARES))[0]
+    cfg = derive_config(n, dim, k, tree_eps, model="shuffle", delta=delta, min_batch=int(min_batch or n), seed=0)
     error = cfg.predicted_center_error
     return "partition" if not math.isnan(error) and error > TREE_LOCATED else "tree"
 
@@ -230,11 +248,13 @@ def refine_share(n: int, dim: int, k: int, epsilon: float, delta: float, min_bat
     0.2 / 0.35 over 3 seeds, and is best at 0.2; Uber (nettree, lattice
     positions) is flat (0.0020 at 0.2 and 0.5).
     """
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ConfigError(f"epsilon must be finite and > 0, got {epsilon}")
     batch = int(min_batch or n)
     # The tree round's (eps, delta) as the split gives them (``accounting.split_spend``, rounded toward
     # less spend, as ``deploy/simulate.round_budget`` splits): the probe is the round that will run.
     tree_delta = split_spend(delta, REFINE_DELTA_SHARE)[0]
-    if first_round(n, dim, k, split_spend(epsilon, min(REFINE_SHARES))[0], tree_delta, batch) == "partition":
+    if first_round(n, dim, k, tree_delta, batch) == "partition":
         return PARTITION_REFINE_SHARE
     for share in sorted(REFINE_SHARES, reverse=True):
         cfg = derive_config(n, dim, k, split_spend(epsilon, share)[0], model="shuffle", delta=tree_delta,

@@ -324,7 +324,7 @@ def simulate_rounds(
     if model == "shuffle":
         shuffle = dict(model="shuffle", delta=tree_delta, min_batch=int(min_batch or n))
     if encoder == "auto" and model == "shuffle":  # the tree, or a partition round where the tree locates nothing
-        if first_round(n, points.shape[1], k, tree_eps, tree_delta, min_batch) == "partition":
+        if first_round(n, points.shape[1], k, tree_delta, min_batch) == "partition":
             encoder = "partition"
     if encoder == "partition":  # a first round with central noise: secure sums over a public partition
         if model != "shuffle":

@@ -129,8 +129,8 @@ def test_refine_share_gives_the_refine_round_more_where_the_tree_locates_cluster
     # n = 1e6, d = 100, k = 8: the tree's predicted center error is ~0.003 at every share.
     assert refine_share(1_000_000, 100, 8, 1.0, 1e-6) == max(REFINE_SHARES)
     # n = 2e4, d = 16, k = 26 (letter's shape): no share's tree locates the clusters.
-    assert first_round(20_000, 16, 26, 1.0, 1e-6) == "partition"
-    assert first_round(1_000_000, 100, 8, 1.0, 1e-6) == "tree" == first_round(100_000, 2, 10, 1.0, 1e-6)
+    assert first_round(20_000, 16, 26, 1e-6) == "partition"
+    assert first_round(1_000_000, 100, 8, 1e-6) == "tree" == first_round(100_000, 2, 10, 1e-6)
     assert refine_share(20_000, 16, 26, 1.0, 1e-6) == PARTITION_REFINE_SHARE  # letter: a partition round first
     # d = 2: nettree's lattice positions give no prediction, so the smallest share.
     assert refine_share(100_000, 2, 10, 1.0, 1e-6) == min(REFINE_SHARES)
@@ -175,3 +175,15 @@ def test_a_refine_keep_outside_zero_to_k_is_refused(keep):
     data = refine_to_dict(_cfg()) | {"keep": keep}
     with pytest.raises(ConfigError, match="keep must be in"):
         refine_from_dict(data)
+
+
+def test_the_first_round_is_chosen_at_one_reference_eps_whatever_the_rounds():
+    """Issue 41, Build 3: the protocol must not switch with eps. The overlapping
+    generator's shape (n = 23,000, d = 6, k = 5) took a partition round at eps
+    0.5 and the tree above (0.090 -> 0.101 at eps 1, shuffle + refine); now it
+    takes the partition round at every eps, and so does the refine share."""
+    from shoal.common.refine_round import PARTITION_REFINE_SHARE, first_round, refine_share
+
+    assert first_round(23_000, 6, 5, 1e-6) == "partition"
+    assert {refine_share(23_000, 6, 5, eps, 1e-6) for eps in (0.5, 1.0, 2.0, 4.0, 8.0)} == {PARTITION_REFINE_SHARE}
+

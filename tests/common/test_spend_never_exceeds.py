@@ -96,7 +96,7 @@ def shuffle_cell(n: int, d: int, k: int, eps: float, delta: float, refine: str) 
                                                     shape(n, d), k, eps, delta, None)
     (tree_eps, tree_delta), (ref_eps, ref_delta) = round_budget(eps, delta, r)
     out: list[Part] = []
-    if first_round(n, d, k, tree_eps, tree_delta, n) == "partition":
+    if first_round(n, d, k, tree_delta, n) == "partition":
         part = derive_partition(n, d, k, tree_eps, tree_delta, BOUND, min_devices=n, max_devices=max(n, 100 * n))
         stmt, event, split = partition_statement(part), part.event, REFINE_SPLIT
         out.append(secure_sum_inside("partition round", part.secure_sum))
