@@ -25,7 +25,13 @@ from shoal.common.refine_round import REFINE_DELTA_SHARE
 from shoal.common.refine_round import refine_share as share_rule
 from shoal.deploy.bench.accuracy import machine
 from shoal.deploy.bench.results import write_results
-from shoal.deploy.datasets import Dataset, load_letter, load_uber, paper_mixture
+from shoal.deploy.datasets import (
+    Dataset,
+    load_letter,
+    load_uber,
+    overlapping_mixture,
+    paper_mixture,
+)
 from shoal.deploy.simulate import simulate, simulate_rounds
 
 
@@ -105,7 +111,7 @@ def run_shuffle_bench(args: argparse.Namespace) -> int:
     if share is not None and not 0 < share < 1:
         print(f"shoal bench: --refine-share must be in (0, 1), got {share}", file=sys.stderr)
         return 2
-    epss = [0.5, 1.0, 2.0]
+    epss = [0.5, 1.0, 2.0, 4.0]
     n = 1_000_000
     seeds = list(range(max(1, int(getattr(args, "seeds", 1)))))
     if args.smoke:
@@ -118,6 +124,9 @@ def run_shuffle_bench(args: argparse.Namespace) -> int:
             print(f"shoal bench: {loader.__name__[5:]} not found under {args.data_dir}: skipped")
             continue
         reals.append(Dataset(real.name, real.points[:5000], real.k, real.bound) if args.smoke else real)
+    # Broad, overlapping clusters of correlated features (issue 41): where a tree first round loses to a partition round.
+    overlap = overlapping_mixture(seed=0)
+    reals.append(Dataset(overlap.name, overlap.points[:5000], overlap.k, overlap.bound) if args.smoke else overlap)
     names = ["paper-mixture"] + [r.name.split("-n")[0] for r in reals]
     rule = "refine_round.refine_share's rule" if share is None else f"{share:g} of eps"
     header = (f"machine: {machine()}; seeds {','.join(map(str, seeds))} (means; the paper generator is redrawn per seed); "
