@@ -243,10 +243,8 @@ class TreeDecoder:
             ball = np.where(mass[:, None] > 0, sums / np.maximum(mass, 1e-300)[:, None], overall)
             if vo.available and cfg.root_params is not None:
                 assert pos_var is not None
-                g_ids = np.flatnonzero(~tree.expanded)
                 ball = lattice_safety_net(pos_var, tree, vo, leaf_ids, lab, pos, weights, ball, mass, n, diag,
-                                         frontier=(g_ids, counts[g_ids]),
-                                         enabled=self.shrink)
+                                         counts=counts, enabled=self.shrink)
         if kk < cfg.k:
             fill = ball[np.argmax(mass)] if np.any(mass > 0) else np.zeros(cfg.dim)
             ball = np.vstack([ball, np.repeat(fill[None, :], cfg.k - kk, axis=0)])

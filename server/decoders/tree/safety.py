@@ -31,13 +31,13 @@ def lattice_safety_net(
     pos_var: NDArray[np.float64], tree: NetTree, vo: VectorOracle, leaf_ids: NDArray[np.int64], lab: NDArray[np.int64],
     pos: NDArray[np.float64], weights: NDArray[np.float64], ball: NDArray[np.float64],
     mass: NDArray[np.float64], n: float, diag: dict[str, Any],
-    frontier: tuple[NDArray[np.int64], NDArray[np.float64]], enabled: bool = True,
+    counts: NDArray[np.float64], enabled: bool = True,
 ) -> NDArray[np.float64]:
     """Step 5 for identity nettree: its centers are count-weighted lattice
     points, so their noise is the count noise of their cells:
     Var(center_c) ~ sum_u Var(n_u) |pos_u - center_c|^2 / n_c^2 (delta method).
-    ``frontier``: the built tree's leaves and their consistent counts, the
-    groups the certificate charges every device to."""
+    ``counts``: every node's consistent count (the certificate charges every
+    device, through the built tree's leaves)."""
     kk, dim = ball.shape
     v0, s0 = vo.sums(0, tree.keys[:1])
     mean = clip_to_ball(v0 / n)[0]
@@ -60,8 +60,9 @@ def lattice_safety_net(
     # too, not to the mean (issue 41: city data, 20,000 devices, eps 1, answered 1.33x the one-center
     # cost with the certificate counting only the 6,900 devices of its two coreset leaves). Each leaf
     # sits at its position with its consistent count; L = sum_u a_u n_u is linear in the raw counts
-    # through the consistency step's linear map, so Var(L) is exact (``leaf_sum_variance``).
-    groups, group_count = frontier
+    # through the consistency step's projection, so Var(L) is exact (``leaf_sum_variance``).
+    groups = np.flatnonzero(~tree.expanded)
+    group_count = counts[groups]
     g_lab = assign(pos[groups], out)
     cert_mass = np.zeros(kk)
     np.add.at(cert_mass, g_lab, group_count)
@@ -79,21 +80,15 @@ def lattice_safety_net(
     return certify(out, mean, cert_mass, centered, proj_var, np.zeros(kk), diag, enabled)
 
 
-def leaf_sum_variance(tree: NetTree, coef: NDArray[np.float64], chunk: int = 512) -> float:
+def leaf_sum_variance(tree: NetTree, coef: NDArray[np.float64]) -> float:
     """Var(sum_u coef_u x_u) where x = ``tree_blue`` of the raw counts y, whose
-    noise is independent with variance ``tree.count_var``: x = M y is linear,
-    so the variance is sum_j s_j (coef' M e_j)^2; M's columns are computed
-    ``chunk`` at a time (tree_blue on unit vectors), never T x T at once."""
-    size = tree.size
-    s_raw = np.clip(np.nan_to_num(tree.count_var, nan=1e30, posinf=1e30), 0.0, 1e30)
-    total = 0.0
-    for lo in range(0, size, chunk):
-        cols = np.arange(lo, min(lo + chunk, size))
-        unit = np.zeros((size, cols.size))
-        unit[cols, np.arange(cols.size)] = 1.0
-        response, _ = tree_blue(tree.parent, tree.level, tree.expanded, unit, tree.count_var)
-        total += float(np.sum(s_raw[cols] * (coef @ response) ** 2))
-    return total
+    noise is independent with variances S = ``tree.count_var``. x = P y with P
+    the BLUE's projection onto "parent = sum of children", orthogonal in the
+    S^-1 inner product, so P S = S P' and P P = P: Var = coef' P S P' coef =
+    coef' P S coef, one more pass of the consistency step (on S coef), O(tree)."""
+    s = np.clip(np.nan_to_num(tree.count_var, nan=1e30, posinf=1e30), 1e-12, 1e30)  # as ``tree_blue`` clips
+    projected, _ = tree_blue(tree.parent, tree.level, tree.expanded, s * coef, tree.count_var)
+    return float(coef @ projected)
 
 def certify(
     ball: NDArray[np.float64], mean: NDArray[np.float64], mass: NDArray[np.float64],

@@ -31,7 +31,8 @@ def test_the_variance_of_a_sum_of_consistent_leaf_counts_is_exact():
     y[0] = 0.0
     x, _ = tree_blue(tree.parent, tree.level, tree.expanded, y, tree.count_var)
     assert np.isclose(np.var(coef @ x), leaf_sum_variance(tree, coef), rtol=0.02)
-    assert np.isclose(leaf_sum_variance(tree, coef, chunk=3), leaf_sum_variance(tree, coef))
+    columns, _ = tree_blue(tree.parent, tree.level, tree.expanded, np.eye(tree.size), tree.count_var)
+    assert np.isclose(leaf_sum_variance(tree, coef), float(np.sum(tree.count_var * (coef @ columns) ** 2)))
 
 
 def test_the_variance_is_below_the_independent_sum_where_siblings_share_a_parent():
