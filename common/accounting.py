@@ -113,20 +113,21 @@ def numerical_delta(eps0: float, n: int, eps: float) -> float:
     return float(min(1.0, float(np.dot(w, np.maximum(per_c, 0.0))) + tail))
 
 
-def within(total: float, *parts: float) -> bool:
+def within(total: float, *parts: float | Fraction) -> bool:
     """Whether the exact (rational) sum of ``parts`` is <= ``total``. Then every
     correctly rounded sum of them (``math.fsum``, a two-term ``+``) is <= total
-    too: rounding to nearest is monotone and ``total`` is a double."""
-    return sum(map(Fraction, parts), Fraction(0)) <= Fraction(total)
+    too: rounding to nearest is monotone and ``total`` is a double. A part may be
+    an exact ``Fraction`` (a discrete Laplace's eps s / t, which no double holds)."""
+    return sum((Fraction(p) for p in parts), Fraction(0)) <= Fraction(total)
 
 
-def spend_left(total: float, *spent: float) -> float:
+def spend_left(total: float, *spent: float | Fraction) -> float:
     """What a budget ``total`` has left after ``spent``, rounded toward less spend:
     the double x = total - sum(spent) nudged down (``math.nextafter``) until
     ``within(total, x, *spent)``. ``total - a`` in floating point may round up
     (issue 41: eps - refine, then tree + refine, composed above eps); never 0 or
     below unless nothing is left (then 0.0)."""
-    x = math.fsum((total, *(-s for s in spent)))
+    x = math.fsum((total, *(-float(s) for s in spent)))
     while x > 0 and not within(total, x, *spent):
         x = math.nextafter(x, 0.0)
     return max(x, 0.0)

@@ -17,11 +17,13 @@ point. The algorithms share one pipeline (``server/decoders/central/``):
 4. the lift (seed 000, Step 4): the points partitioned by the proxy's
    centers, each part's size and sum released with discrete Laplace and
    discrete Gaussian noise (``noisy_average.py``), center = sum / size;
-   ``lift_steps`` - 1 more such Lloyd steps in the original space (seed
-   000's experiments run one; the default is none, ``DEFAULT_LIFT_STEPS``). Seed 003 has no lift when nothing is
-   projected: its centers are the proxy's. shoal ends it with one Lloyd
-   step from the proxy's k centers all the same (``UNPROJECTED_LIFT_SPLIT``,
-   issue 41), except for k-median, where the proxy stays the answer.
+   ``lift_steps`` - 1 more Lloyd steps in the original space (seed 000's
+   experiments run one; ``default_lift_steps``), the lift's budget one
+   zCDP budget over its steps (``noisy_average.calibrate(releases=...)``).
+   Seed 003 has no lift when nothing is projected: its centers are the
+   proxy's. shoal ends it with Lloyd steps from the proxy's k centers all
+   the same (``UNPROJECTED_LIFT_SPLIT``, issue 41), except for k-median,
+   where the proxy stays the answer.
 
 The two differ in what their papers fix: the budget split (seed 003: half
 greedy, half counts) and the lift (seed 003 has none when nothing is
@@ -59,8 +61,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from shoal.common.accounting import spend_left, within
+from shoal.common.accounting import spend_left
 from shoal.common.bounds import PublicBound, published, unpublished
+from shoal.common.distributed_noise import rho_for_tight
 from shoal.common.errors import ConfigError, PrivacyError
 from shoal.common.exact_sampling import laplace_scale_fraction
 from shoal.common.kinds import ConfigKind, Mixing
@@ -78,17 +81,28 @@ MAX_UNPROJECTED = 8  # seed 003 without projection only up to this dimension (gr
 GREEDY_MARGIN = 3.0  # the greedy is budgeted to see clusters of n / (GREEDY_MARGIN k) points (``_split``)
 REFERENCE_SIDE = 0.25  # ... in a cell of this side (``_split``)
 COUNT_SHARE = 0.05  # of eps, for the proxy's counts (seed 000): they only weigh cells for a k-means
-# The lift's Lloyd steps when the caller does not fix them. A second step pays where the proxy's
-# partition is coarse and the noise small (letter eps 4: 0.054 -> 0.047; the seed-000 synthetic
-# eps 4: 0.079 -> 0.065) and costs elsewhere (paper generator n = 1e5 eps 0.5: 1.9e-4 -> 4.4e-4;
-# n = 1e4 eps 1: 0.0048 -> 0.018); no estimate from released numbers told these apart (the cells'
-# spread overstated tight clusters' cost 100x), so one step, and ``lift_steps`` for the expert.
-DEFAULT_LIFT_STEPS = 1
+# The lift's Lloyd steps when the caller does not fix them (``default_lift_steps``). Each step after
+# the first averages its release with the last where Lloyd has converged and follows the new mean
+# where it has not (``lift.shrunk_lloyd_step``), and the steps share one zCDP budget, so a converged
+# step costs little. Projected runs: as many steps (at most PROJECTED_MAX_STEPS) as keep one release's
+# noise on an average cluster's mean (n / k rows) within LIFT_STEP_NOISE of squared radius: the first
+# release must still tell the clusters apart (paper generator n = 1e4, eps 0.5: 0.033 with one step,
+# 0.09 with two; eps 1: 0.0052 -> 0.0039 with two; letter eps 1: 0.050 -> 0.0455 with two; a third
+# step measured 0.045 on letter but 0.020 against 0.017 on the Balcan et al. mixture at eps 4).
+# Unprojected seed 003 starts from the proxy's centers and gates its first step, and takes Su et al.'s
+# count (``su_iterations``): the overlapping set eps 1 / 4: 0.0836 / 0.0793 with one step, 0.0789 / 0.0766
+# with 4 / 7. Until issue 41 every step had its own (eps / T, delta / T) and a second step cost the paper
+# generator up to 4x (tests/bench/results/central_lift.md).
+PROJECTED_MAX_STEPS = 2
+LIFT_STEP_NOISE = 0.006
+SU_RHO = 0.225  # Su et al. 2017's constant in the iteration rule (diffprivlib's KMeans uses the same)
+SU_MIN_STEPS, SU_MAX_STEPS = 2, 7
 # Seed 003 unprojected (k-means): the cover's cells alone were the answer until issue 41, and on broad,
 # overlapping, correlated clusters (``datasets.overlapping_mixture``, n = 23,000, d = 6, k = 5, 10 seeds)
 # they cost 0.101 at eps 1 against diffprivlib's noisy Lloyd 0.079; one Lloyd step from the proxy's k
-# centers at this split: 0.083 (tests/bench/results/central_lift.md).
-UNPROJECTED_LIFT_SPLIT = (0.4, 0.3, 0.3)
+# centers at (0.4, 0.3, 0.3): 0.083; three zCDP-composed steps at this split: 0.0785
+# (tests/bench/results/central_lift.md).
+UNPROJECTED_LIFT_SPLIT = (0.3, 0.2, 0.5)
 GROWTH = 2  # grid side ratio between consecutive levels (seed 000's 1 + eps with eps = 1)
 SHIFTS = 2  # randomly shifted grids per level: a cluster cut by one grid's cell wall sits whole in another's
 PROJECTION_SLACK = 1.5  # projected points are divided by this, then clipped to the unit ball
@@ -140,7 +154,7 @@ class CentralSpec:
     cover: CoverSpec
     count_epsilon: float  # the proxy's cell counts (discrete Laplace, L1 sensitivity 1); greedy-001: the elbow
     lift_steps: int  # noisy-average Lloyd steps in the original space (0: the proxy is the answer)
-    lift_epsilon: float  # all lift steps together, split evenly over them
+    lift_epsilon: float  # all lift steps together: one noise spec for all their releases (zCDP-composed)
     lift_delta: float
     seed: int  # public randomness: projection and shifts
     census_epsilon: float = 0.0  # spent on a noisy n before deriving (0: n was public)
@@ -165,41 +179,26 @@ class CentralSpec:
             raise ConfigError(f"k-median runs where the proxy is the answer (maxcover-003 or greedy-001 with d <= d', "
                               f"here d={self.dim}, d'={self.proj_dim}): a lift averages, which is k-means")
 
-    def lift_step(self) -> tuple[float, float]:
-        """One lift step's (eps, delta): the lift's budget over its steps, each
-        rounded toward less spend so that the steps' exact sum is <= the lift's
-        (lift_epsilon / 3, three times, may sum above lift_epsilon). The
-        pipeline calibrates every step with these numbers."""
-        if not self.lift_steps:
-            return 0.0, 0.0
-        return _per_step(self.lift_epsilon, self.lift_steps), _per_step(self.lift_delta, self.lift_steps)
-
     def event(self, steps: int | None = None) -> CuratorEvent:
         """The record of a run that took ``steps`` lift steps (default, and the only value: the spec's)."""
         steps = self.lift_steps if steps is None else steps
         if steps != self.lift_steps:
             raise PrivacyError(f"a run of this spec takes {self.lift_steps} lift steps, not {steps}")
-        step_eps, step_delta = self.lift_step()
+        lift_eps: tuple[float, ...] = (self.lift_epsilon,) if steps else ()
+        lift_delta: tuple[float, ...] = (self.lift_delta,) if steps else ()
         return CuratorEvent(self.algorithm, self.cover.rule, self.cover.epsilon, self.cover.delta,
-                            self.count_epsilon, (step_eps,) * steps, (step_delta,) * steps, self.census_epsilon,
-                            self.cover.histogram)
-
-
-def _per_step(total: float, steps: int) -> float:
-    """total / steps rounded toward less spend: steps copies sum to <= total exactly."""
-    x = total / steps
-    while x > 0 and not within(total, *(x,) * steps):
-        x = math.nextafter(x, 0.0)
-    return x
+                            self.count_epsilon, lift_eps, lift_delta, self.census_epsilon, self.cover.histogram, steps)
 
 
 @dataclass(frozen=True)
 class CuratorEvent:
     """A central k-means run by a curator who sees the raw points: the greedy
     (eps, delta) by the named rule, the proxy counts (pure eps, discrete
-    Laplace), each lift step's (eps, delta) (``NoisyAverageSpec``; the parts
-    are disjoint, so one step costs one part's budget). Basic composition
-    over the parts; neighbours add or remove one point."""
+    Laplace), the lift's (eps, delta) over all its ``lift_steps`` releases
+    (``NoisyAverageSpec`` with ``releases``: sizes pure eps, sums' zCDP
+    composed over the steps and converted once; the parts are disjoint, so a
+    step costs one part's budget). Basic composition over the parts;
+    neighbours add or remove one point."""
 
     algorithm: str
     cover_rule: str
@@ -210,6 +209,12 @@ class CuratorEvent:
     lift_deltas: tuple[float, ...]
     census_epsilon: float = 0.0
     cover_histogram: HistogramNoise | None = None  # rule "threshold-gaussian": the noise its delta comes from
+    lift_steps: int = 0  # the releases the lift's one (eps, delta) covers
+
+    def __post_init__(self) -> None:
+        if len(self.lift_epsilons) != len(self.lift_deltas) or len(self.lift_epsilons) != (1 if self.lift_steps else 0):
+            raise PrivacyError(f"a curator run's lift is one (eps, delta) over its {self.lift_steps} steps; got "
+                               f"{len(self.lift_epsilons)} eps and {len(self.lift_deltas)} deltas")
 
 
 def curator_guarantee(event: CuratorEvent) -> tuple[float, float]:
@@ -322,6 +327,40 @@ def greedy_step(epsilon: float, delta: float) -> float:
     return epsilon / (2 * math.log(math.e / delta)) * (1 - 2.0**-49)
 
 
+def su_iterations(n: int, dim: int, k: int, epsilon: float) -> int:
+    """Su, Cao, Li, Bertino, Lin and Wang (VLDB J. 2017, Sec. 5): a private Lloyd iteration pays
+    while eps / T stays above eps_m = sqrt(500 k^3 / n^2 (d + (4 d rho^2)^(1/3))^3); T = eps / eps_m
+    clamped to [2, 7]. Public parameters only."""
+    eps_m = math.sqrt(500 * k**3 / max(n, 1) ** 2 * (dim + (4 * dim * SU_RHO**2) ** (1 / 3)) ** 3)
+    return int(min(max(epsilon / eps_m, SU_MIN_STEPS), SU_MAX_STEPS))
+
+
+def projected_lift_steps(n: int, dim: int, k: int, lift_epsilon: float, lift_delta: float) -> int:
+    """The most steps (<= ``PROJECTED_MAX_STEPS``, >= 1) whose one release keeps the noise on an
+    average cluster's mean (n / k rows; the sums' Gaussian at the lift's zCDP rho split over the
+    steps, sd^2 = T / (2 rho) per coordinate) within ``LIFT_STEP_NOISE``: the first release
+    must still find the clusters its later steps refine."""
+    rho = rho_for_tight(lift_epsilon, lift_delta)
+    per_cluster = (max(n, 1) / k) ** 2
+    steps = 1
+    while steps < PROJECTED_MAX_STEPS and dim * (steps + 1) / (2 * rho) / per_cluster <= LIFT_STEP_NOISE:
+        steps += 1
+    return steps
+
+
+def default_lift_steps(algorithm: str, projected: bool, n: int, dim: int, k: int, epsilon: float,
+                       lift_epsilon: float, lift_delta: float) -> int:
+    """The lift's Lloyd steps when the caller does not fix them: seed 003 unprojected
+    Su et al.'s count from the proxy's centers (``su_iterations``, at the run's eps), projected
+    runs as many as one release's noise allows (``projected_lift_steps``), seed 001's greedy one
+    (its elbow is measured at the lift's centers)."""
+    if algorithm == "greedy-001":
+        return 1
+    if projected:
+        return projected_lift_steps(n, dim, k, lift_epsilon, lift_delta)
+    return su_iterations(n, dim, k, epsilon)
+
+
 def choose_algorithm(n: int, dim: int) -> str:
     """The default per dimension range: seed 003 (ending with one Lloyd step) when the data
     need no projection (d <= d', as 2-D locations); above, seed 000's
@@ -365,7 +404,8 @@ def derive_central(algorithm: str, n: int, dim: int, k: int, epsilon: float, del
     if split is not None and (min(split) < 0 or abs(sum(split) - 1) > 1e-9 or g <= 0 or c <= 0):
         raise ConfigError(f"budget split (greedy, counts, lift) must be >= 0, sum to 1, with greedy and counts > 0; "
                           f"got {split}")
-    steps = (DEFAULT_LIFT_STEPS if lift > 0 else 0) if lift_steps is None else int(lift_steps)
+    steps = ((default_lift_steps(algorithm, proj < dim, n, dim, k, epsilon, lift * epsilon, delta / 2) if lift > 0
+              else 0) if lift_steps is None else int(lift_steps))
     if steps and lift == 0:  # a lift asked for where the split has none: take it from the counts
         g, c, lift = UNPROJECTED_LIFT_SPLIT
     if not steps:

@@ -118,7 +118,7 @@ class CentralTuningIn(BaseModel):
     """Expert overrides for a central round (``derive_central``)."""
 
     model_config = ConfigDict(extra="forbid")
-    lift_steps: int | None = Field(None, ge=0, le=5, description="noisy-average Lloyd steps in the original space (default 1)")
+    lift_steps: int | None = Field(None, ge=0, le=7, description="private Lloyd steps in the original space, sharing the lift's budget (default: Su et al.'s count unprojected, 1-2 projected)")
     records_per_device: int | None = Field(None, ge=1, le=MAX_RECORDS, description=(
         "records a device may seal in its one message (default 1); eps and delta are per record, a device's "
         "records together get the group-privacy guarantee (the round's privacy statement says both)"))

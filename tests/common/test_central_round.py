@@ -20,6 +20,7 @@ from shoal.common.central_round import (
     derive_central_round,
     grid_sides,
     projection_dim,
+    su_iterations,
 )
 from shoal.common.errors import ConfigError, PrivacyError
 
@@ -46,11 +47,38 @@ def test_the_greedy_uses_seed_003s_lemma_6_step():
     assert c.beta == pytest.approx(c.epsilon / (2 * math.log(math.e / c.delta)))
 
 
-def test_seed_003_unprojected_ends_with_one_lloyd_step_for_kmeans():
+def test_seed_003_unprojected_ends_with_su_et_al_s_count_of_lloyd_steps_for_kmeans():
+    """Su et al.'s rule: eps / eps_m clamped to [2, 7] (the overlapping set n = 23,000, d = 6,
+    k = 5: eps_m = 0.204, so 2 steps at eps 0.5, 4 at eps 1, 7 at eps 4); half of eps to the lift."""
     spec = derive_central("maxcover-003", 10_000, 2, 4, 1.0, 1e-6)
-    assert spec.proj_dim == 2 and spec.lift_steps == 1
-    assert spec.cover.epsilon == pytest.approx(0.4)
-    assert spec.count_epsilon == pytest.approx(0.3, rel=1e-3) and spec.lift_epsilon == pytest.approx(0.3, rel=1e-3)
+    assert spec.proj_dim == 2 and spec.lift_steps == 7
+    assert spec.cover.epsilon == pytest.approx(0.3)
+    assert spec.count_epsilon == pytest.approx(0.2, rel=1e-3) and spec.lift_epsilon == pytest.approx(0.5, rel=1e-3)
+    steps = [derive_central("maxcover-003", 23_000, 6, 5, eps, 1e-6).lift_steps for eps in (0.5, 1.0, 4.0)]
+    assert steps == [2, 4, 7]
+    assert su_iterations(23_000, 6, 5, 0.05) == 2 and su_iterations(23_000, 6, 5, 40.0) == 7
+
+
+def test_a_projected_run_takes_as_many_lift_steps_as_one_release_s_noise_allows():
+    """Each step's release must still find the clusters: at eps 0.5 on 10,000 points in
+    d = 100 one step's noise is all there is room for; more budget or more points, more steps."""
+    assert [derive_central("gridhist", 10_000, 100, 8, eps, 1e-6).lift_steps for eps in (0.5, 1.0, 4.0)] == [1, 2, 2]
+    assert derive_central("gridhist", 100_000, 100, 8, 0.5, 1e-6).lift_steps == 2
+    assert derive_central("gridhist", 50_000, 100, 64, 1.0, 1e-6).lift_steps == 1
+    assert derive_central("greedy-001", 100_000, 100, 8, 4.0, 1e-6).lift_steps == 1
+
+
+def test_a_run_s_record_holds_one_lift_entry_over_all_its_steps():
+    spec = derive_central("gridhist", 10_000, 100, 8, 4.0, 1e-6)
+    event = spec.event()
+    assert event.lift_steps == 2 and event.lift_epsilons == (spec.lift_epsilon,)
+    assert event.lift_deltas == (spec.lift_delta,)
+
+
+@pytest.mark.parametrize("eps,deltas,steps", [((0.1, 0.1), (1e-7, 1e-7), 2), ((0.1,), (1e-7,), 0), ((), (), 1)])
+def test_a_curator_record_refuses_a_lift_that_is_not_one_entry_over_its_steps(eps, deltas, steps):
+    with pytest.raises(PrivacyError, match="one \\(eps, delta\\) over its"):
+        CuratorEvent("gridhist", "threshold-gaussian", 0.1, 1e-7, 0.1, eps, deltas, lift_steps=steps)
 
 
 def test_seed_003_unprojected_kmedian_spends_half_on_the_greedy_and_half_on_the_counts():

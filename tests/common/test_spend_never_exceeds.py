@@ -130,9 +130,10 @@ def central_cell(n: int, d: int, k: int, eps: float, delta: float, refine: str,
     out = [("curator event", *curator_guarantee(spec.event())), ("curator statement", stmt["central_epsilon"],
                                                                  stmt["delta"])]
     event = spec.event()
-    for e, dl in sorted(set(zip(event.lift_epsilons, event.lift_deltas, strict=True))):
-        # the pipeline calibrates each lift step at the step's (eps, delta) (``pipeline.central_kmeans``)
-        out.append(("lift step: delta its noise spends", 0.0, spent_delta(calibrate(spec.dim, e, dl)), 0.0, dl))
+    for e, dl in zip(event.lift_epsilons, event.lift_deltas, strict=True):
+        # the pipeline calibrates one noise spec for all the lift's steps (``pipeline.central_kmeans``)
+        noise = calibrate(spec.dim, e, dl, releases=event.lift_steps)
+        out.append(("lift: delta its noise spends over its steps", 0.0, spent_delta(noise), 0.0, dl))
     return out
 
 

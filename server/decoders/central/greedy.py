@@ -171,7 +171,7 @@ def greedy_fit(x: NDArray[np.float64], y: NDArray[np.float64], spec: CentralSpec
                                    "value_threshold_points": spec.cover.histogram.threshold / spec.cover.histogram.weight
                                    if spec.cover.histogram else None}
     if spec.lift_steps:
-        avg = calibrate(spec.dim, *spec.lift_step())  # one step's budget: the event records lift_steps of them
+        avg = calibrate(spec.dim, spec.lift_epsilon, spec.lift_delta, releases=spec.lift_steps)  # one release is drawn
         means, sizes = noisy_means(x, assign(y, order), spec.k, avg, rng)
         ok = ~np.isnan(means).any(axis=1)
         # A part too small to average takes the mean of the others (post-processing of released sums).

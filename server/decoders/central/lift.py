@@ -4,8 +4,9 @@ Parts of the points in the unit ball release their noisy sizes and sums
 (``noisy_average.py``); what is built from those here is post-processing:
 parts merged into k clusters where the data live (``reduce_parts``), the
 test of the clusters against the private mean (``clusters_beat_the_mean``),
-and seed 003's unprojected step, which moves each center only as far as its
-noisy mean is worth (``shrunk_lloyd_step``, issue 41). Pure numpy.
+and the Lloyd steps after them, which move each center only as far as its
+noisy mean is worth and average repeated measurements of a converged one
+(``shrunk_lloyd_step``, issue 41). Pure numpy.
 """
 
 from __future__ import annotations
@@ -59,29 +60,62 @@ def reduce_parts(parts: Merged, k: int, rng: np.random.Generator) -> Merged:
                   np.bincount(lab, weights=parts.draws, minlength=m).astype(np.float64))
 
 
+@dataclass(frozen=True)
+class LloydStep:
+    """A private Lloyd step's centers, the noisy sizes of the parts it averaged, each center's
+    factor lam (the fraction of the way it moved toward its part's noisy mean) and the noise
+    variance left in each center (NaN: still the start's center, which is no noisy mean)."""
+
+    centers: NDArray[np.float64]
+    sizes: NDArray[np.float64]
+    lam: NDArray[np.float64]
+    var: NDArray[np.float64]
+
+
 def shrunk_lloyd_step(x: NDArray[np.float64], start: NDArray[np.float64], spec: NoisyAverageSpec,
-                      rng: np.random.Generator) -> tuple[NDArray[np.float64], NDArray[np.float64],
-                                                         NDArray[np.float64]]:
+                      rng: np.random.Generator, start_var: NDArray[np.float64] | None = None) -> LloydStep:
     """One private Lloyd step from ``start`` (released, or public): the points are split by their
-    nearest start center, each part's size and sum released (``noisy_means``), and each center moves
-    toward its part's noisy mean by the positive-part James-Stein factor lam = 1 - v / gap, where
-    gap = |noisy mean - start|^2 and v = (d sd^2 + var(size)) / m^2 the noisy mean's variance given
-    the noisy size m (the sum's noise, and the size's, which scales a mean of norm <= 1; E gap = true
-    gap + v): the whole step where it is worth much more than its noise. A center moves at all only when gap passes
-    a noise gate, the chi-square(d) quantile at 1 - ``STEP_GATE`` times v / d: with no true gap a
-    noisy mean far away passes it with probability ``STEP_GATE``, where the factor alone would move
-    a third of such centers part of the way toward noise (a cluster of 17 rows at eps 0.3 keeps the
-    proxy's center). Post-processing of the release. Returns centers, noisy sizes and each center's lam."""
+    nearest start center, each part's size and sum released (``noisy_means``, one of the spec's
+    releases), and each center moves toward its part's noisy mean m by a factor lam. With v = (d sd^2 +
+    var(size)) / size^2 the noisy mean's variance (the sum's noise, and the size's, which scales a mean
+    of norm <= 1) and gap = |m - start|^2:
+
+    - a start center that is no noisy mean (``start_var`` NaN, or no ``start_var``: the proxy's) takes
+      the positive-part James-Stein factor lam = 1 - v / gap, and moves at all only when gap passes a
+      noise gate, the chi-square(d) quantile at 1 - ``STEP_GATE`` times v / d: with no true gap a noisy
+      mean far away passes it with probability ``STEP_GATE``, where the factor alone would move a third
+      of such centers part of the way toward noise (a cluster of 17 rows at eps 0.3 keeps the proxy's);
+    - a start center that is an earlier step's noisy mean, with noise variance w, combines the two
+      measurements: lam = A / (A + v) with A = max(gap - v, w) the estimated |drift|^2 + w (E gap =
+      |drift|^2 + w + v), the estimator c + lam (m - c) of the part's mean with the least squared
+      error under that estimate. Where Lloyd has converged (drift 0) it is the inverse-variance
+      average of the two releases (with the releases' zCDP composition, ``calibrate(releases=T)``, as
+      precise as one release at the whole budget); where the center still travels, lam -> 1. Its
+      variance afterwards: lam v.
+
+    Post-processing of the release (issue 41: broad, overlapping clusters converge over several
+    steps, tight ones after one, and this step costs the tight ones no precision)."""
     means, sizes = noisy_means(x, assign(x, start), start.shape[0], spec, rng)
     d = start.shape[1]
+    prior = np.full(start.shape[0], np.nan) if start_var is None else np.asarray(start_var, dtype=np.float64)
     found = ~np.isnan(means).any(axis=1)
     moved = np.where(found[:, None], np.nan_to_num(means), start)
     gap = ((moved - start) ** 2).sum(axis=1)
     noise = (d * spec.sum_sd**2 + spec.size_var) / np.maximum(sizes, 1.0) ** 2
+    fresh = np.isnan(prior)
     passes = found & (gap > float(chi2.isf(STEP_GATE, d)) / d * noise)
     with np.errstate(divide="ignore", invalid="ignore"):
-        lam = np.where(passes, np.clip(1.0 - noise / gap, 0.0, 1.0), 0.0)
-    return start + lam[:, None] * (moved - start), sizes, lam
+        shrink = np.where(passes, np.clip(1.0 - noise / gap, 0.0, 1.0), 0.0)
+        drift = np.maximum(gap - noise, np.nan_to_num(prior))
+        combine = np.where(found, drift / (drift + noise), 0.0)
+    lam = np.where(fresh, shrink, combine)
+    var = np.where(lam > 0, lam * noise, prior)
+    return LloydStep(start + lam[:, None] * (moved - start), sizes, lam, var)
+
+
+def merged_var(merged: Merged, spec: NoisyAverageSpec) -> NDArray[np.float64]:
+    """Each merged cluster's mean's noise variance: its parts' draws over its noisy size squared."""
+    return merged.draws * (merged.sums.shape[1] * spec.sum_sd**2 + spec.size_var) / np.maximum(merged.sizes, 1.0) ** 2
 
 
 def clusters_beat_the_mean(merged: Merged, dim: int, sd: float) -> tuple[bool, float]:

@@ -27,19 +27,28 @@ a noisy size, with NSV's error order and five differences, each on purpose:
 
 The parts are disjoint (a public partition), so every part's size and sum
 together are one mechanism with one point's sensitivity (parallel
-composition). Pure numpy, no I/O.
+composition). A spec may cover several releases (``releases``, the lift's
+Lloyd steps, issue 41): the sizes' share of eps is split evenly over them
+(pure eps, basic composition) and the sums' zCDP rho too, composed in zCDP
+(Bun-Steinke Lemma 2.3, adaptive) and converted to (eps, delta) once, so T
+releases of the same partition average back to one release's noise where
+T separate (eps/T, delta/T) conversions would lose about 2x for T = 2 (the
+privacy loss of the sizes is at most their eps surely, and the conversion
+bounds the hockey-stick divergence from the sums' Renyi bound pointwise, so
+the two add as in one release). Pure numpy, no I/O.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 from numpy.typing import NDArray
 from scipy import sparse
 
-from shoal.common.accounting import spend_left
+from shoal.common.accounting import spend_left, within
 from shoal.common.distributed_noise import (
     gaussian_clip,
     gaussian_rho,
@@ -73,13 +82,16 @@ class NoisyAverageSpec:
     sigma_sq: int  # one discrete Gaussian draw's variance parameter
     shares: int  # draws summed per coordinate
     clip: int  # each draw truncated to |z| <= clip
-    epsilon: float  # sizes and sums together
+    epsilon: float  # sizes and sums together, over all releases
     delta: float
+    releases: int = 1  # releases this budget covers, each drawing the noise above (the lift's steps)
 
     def __post_init__(self) -> None:
         if self.dim < 1 or self.bits < 1 or self.shares < 1 or not 1 <= self.sigma_sq <= MAX_GAUSSIAN_SIGMA_SQ:
             raise ConfigError(f"noisy average: dim {self.dim}, bits {self.bits}, shares {self.shares} must be >= 1 "
                               f"and sigma_sq {self.sigma_sq} in [1, 2^20]")
+        if self.releases < 1:
+            raise ConfigError(f"noisy average: releases must be >= 1, got {self.releases}")
 
     @property
     def sensitivity(self) -> float:
@@ -100,16 +112,19 @@ class NoisyAverageSpec:
         return math.sqrt(self.shares * self.sigma_sq) / 2.0**self.bits
 
 
-def calibrate(dim: int, epsilon: float, delta: float) -> NoisyAverageSpec:
-    """The noise for (epsilon, delta)-DP sizes and sums of a partition of points in the unit ball."""
+def calibrate(dim: int, epsilon: float, delta: float, releases: int = 1) -> NoisyAverageSpec:
+    """The noise for ``releases`` sizes and sums of partitions of points in the unit ball
+    (each partition public, or chosen from earlier releases), (epsilon, delta)-DP together."""
     if dim < 1 or not (math.isfinite(epsilon) and epsilon > 0) or not 0 < delta < 1:
         raise ConfigError(f"noisy average needs dim >= 1, eps > 0, delta in (0, 1); got {dim}, {epsilon}, {delta}")
-    t, s = laplace_scale_fraction(1, SIZE_SHARE * epsilon)
-    eps_sum = spend_left(epsilon, s / t)  # what the size's exact scale leaves, rounded toward less spend
+    if not isinstance(releases, int) or releases < 1:
+        raise ConfigError(f"noisy average: releases must be an integer >= 1, got {releases!r}")
+    t, s = laplace_scale_fraction(1, SIZE_SHARE * epsilon / releases)
+    eps_sum = spend_left(epsilon, *(Fraction(s, t),) * releases)  # what the sizes' exact scales leave, toward less spend
     # Rounding adds at most sqrt(d)/2 grid units to a point's norm: keep it below 1% of 2^bits.
     bits = max(8, math.ceil(math.log2(50 * math.sqrt(dim))))
     vec_delta = delta * (1 - TAIL_SHARE)
-    rho = rho_for_tight(eps_sum, vec_delta)
+    rho = rho_for_tight(eps_sum, vec_delta) / releases  # one release's share of the sums' zCDP budget
     # At a tiny eps the noise dwarfs any grid: a coarser one keeps the draws few (at most MAX_SHARES
     # per coordinate; rounding's sqrt(d) / 2 is in the sensitivity, so privacy holds at every bits).
     while bits > 1 and (2.0**bits + math.sqrt(dim) / 2) ** 2 / (2 * rho) > MAX_SHARES * MAX_GAUSSIAN_SIGMA_SQ * 0.9:
@@ -117,9 +132,9 @@ def calibrate(dim: int, epsilon: float, delta: float) -> NoisyAverageSpec:
     sens = 2.0**bits + math.sqrt(dim) / 2
     shares = max(1, math.ceil(sens**2 / (2 * rho) / (MAX_GAUSSIAN_SIGMA_SQ * 0.9)))
     sigma_sq = gaussian_sigma_sq(sens, rho, dim, shares, shares)
-    draws = shares * dim
+    draws = shares * dim * releases
     clip = gaussian_clip(sigma_sq, delta * TAIL_SHARE / (2 * draws * (1 + math.exp(eps_sum))))
-    spec = NoisyAverageSpec(dim, bits, (t, s), sigma_sq, shares, clip, epsilon, delta)
+    spec = NoisyAverageSpec(dim, bits, (t, s), sigma_sq, shares, clip, epsilon, delta, releases)
     spent = spent_delta(spec)
     if spent > delta * (1 + 1e-9):
         raise ConfigError(f"noisy average calibration overspent delta: {spent} > {delta}")
@@ -127,11 +142,14 @@ def calibrate(dim: int, epsilon: float, delta: float) -> NoisyAverageSpec:
 
 
 def spent_delta(spec: NoisyAverageSpec) -> float:
-    """The delta the spec actually achieves at its epsilon (for the audit of ``calibrate``)."""
+    """The delta the spec actually achieves at its epsilon over all its releases (for the audit of
+    ``calibrate``): the sums' rho composed over the releases, converted once, plus every draw's tail."""
     t, s = spec.size_scale
-    eps_sum = spend_left(spec.epsilon, s / t)  # as ``calibrate`` computes it
-    rho = gaussian_rho(spec.sensitivity, spec.sigma_sq, spec.dim, spec.shares, spec.shares)
-    tail = 2 * spec.shares * spec.dim * discrete_gaussian_tail(spec.sigma_sq, spec.clip)
+    eps_sum = spend_left(spec.epsilon, *(Fraction(s, t),) * spec.releases)  # as ``calibrate`` computes it
+    if not within(spec.epsilon, eps_sum, *(Fraction(s, t),) * spec.releases):
+        raise ConfigError(f"noisy average: sizes and sums spend more than eps {spec.epsilon}")
+    rho = spec.releases * gaussian_rho(spec.sensitivity, spec.sigma_sq, spec.dim, spec.shares, spec.shares)
+    tail = 2 * spec.shares * spec.dim * spec.releases * discrete_gaussian_tail(spec.sigma_sq, spec.clip)
     return zcdp_delta_tight(rho, eps_sum) + (1 + math.exp(eps_sum)) * tail
 
 

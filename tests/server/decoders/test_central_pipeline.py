@@ -85,9 +85,10 @@ def test_proxy_counts_are_eps_dp_and_the_audit_catches_twice_the_epsilon(claimed
 
 def test_the_statement_is_built_from_the_event_and_says_who_it_holds_against():
     spec = derive_central("maxcover-000", 10_000, 20, 4, 1.0, 1e-6)
-    st = privacy_statement(spec, 1)
+    st = privacy_statement(spec, spec.lift_steps)
     assert st["model"] == "central" and st["device_epsilon"] is None
     assert st["central_epsilon"] <= 1.0 + 1e-12 and st["delta"] <= 1e-6
+    assert st["parts"]["lift"][0]["steps"] == spec.lift_steps == 2
     assert st["guarantees"][0]["against"] == ["readers of the result"]
     assert "curator" in st["device_epsilon_note"]
 
@@ -132,7 +133,7 @@ def test_a_run_too_small_for_its_epsilon_answers_the_private_mean():
 
 def test_a_histogram_run_states_its_cover_as_a_thresholded_histogram():
     spec = derive_central("gridhist", 10_000, 20, 4, 1.0, 1e-6)
-    st = privacy_statement(spec, 1)
+    st = privacy_statement(spec, spec.lift_steps)
     assert st["algorithm"] == "gridhist" and st["parts"]["cover"]["rule"] == "threshold-gaussian"
     assert "thresholded histogram" in st["parts"]["cover"]["mechanism"]
     assert st["central_epsilon"] <= 1.0 + 1e-12 and st["delta"] <= 1e-6
@@ -165,11 +166,11 @@ def test_a_histogram_run_on_too_few_points_for_its_epsilon_still_answers_from_on
     assert np.isfinite(fit.centers).all() and (np.linalg.norm(fit.centers, axis=1) <= 1 + 1e-9).all()
 
 
-def test_unprojected_seed_003_ends_with_a_lloyd_step_that_beats_the_cells_on_overlapping_clusters():
+def test_unprojected_seed_003_ends_with_lloyd_steps_that_beat_the_cells_on_overlapping_clusters():
     """Issue 41: on broad, overlapping, correlated clusters the cover's cells alone were the answer
-    and cost 0.101 at eps 1 (10 seeds) against a noisy Lloyd's 0.079; one Lloyd step from the
-    proxy's k centers in the data's space costs 0.083. Paired by data seed, the step must win on
-    the mean of three, and the run must say it took it."""
+    and cost 0.101 at eps 1 (10 seeds) against a noisy Lloyd's 0.079; Su et al.'s 4 Lloyd steps
+    from the proxy's k centers in the data's space cost 0.079. Paired by data seed, the steps must
+    win on the mean of three, and the run must say it took them."""
     from shoal.deploy.datasets import overlapping_mixture
 
     with_step, cells_only = [], []
@@ -177,12 +178,27 @@ def test_unprojected_seed_003_ends_with_a_lloyd_step_that_beats_the_cells_on_ove
         ds = overlapping_mixture(seed=seed)
         x = ds.bound.to_ball(ds.points)
         spec = derive_central("maxcover-003", len(x), x.shape[1], ds.k, 1.0, 1e-6, seed=seed)
-        assert spec.proj_dim == spec.dim and spec.lift_steps == 1
+        assert spec.proj_dim == spec.dim and spec.lift_steps == 4
         fit = central_kmeans(x, spec, np.random.default_rng(seed))
-        assert fit.lift_steps == 1 and fit.diagnostics["lift_parts"] <= ds.k
+        assert fit.lift_steps == 4 and fit.diagnostics["lift_parts"] <= ds.k
         with_step.append(kmeans_cost(x, fit.centers) / len(x))
         bare = central_kmeans(x, derive_central("maxcover-003", len(x), x.shape[1], ds.k, 1.0, 1e-6, seed=seed,
                                                 lift_steps=0), np.random.default_rng(seed))
         cells_only.append(kmeans_cost(x, bare.centers) / len(x))
     assert np.mean(with_step) < 0.92 * np.mean(cells_only), (with_step, cells_only)
 
+
+
+def test_a_run_whose_proxy_came_out_empty_still_states_every_lift_step_it_budgeted(monkeypatch):
+    """When the noisy counts drop every cell (``proxy`` keeps none: a few points at a tiny eps)
+    the run answers zeros, and its statement covers the lift it budgeted (Su et al.'s 2 steps
+    here), not fewer: the record must match the spec or the statement refuses."""
+    from shoal.server.decoders.central import pipeline
+
+    x = np.array([[0.1, 0.2], [-0.3, 0.1]])
+    spec = derive_central("maxcover-003", 2, 2, 2, 0.02, 1e-6)
+    assert spec.lift_steps == 2
+    monkeypatch.setattr(pipeline, "proxy", lambda y, cand, spec, rng: (cand[:0], np.zeros(0), np.zeros(len(cand), bool)))
+    fit = central_kmeans(x, spec, np.random.default_rng(0))
+    assert fit.diagnostics["proxy_points"] == 0 and fit.lift_steps == spec.lift_steps
+    assert privacy_statement(spec, fit.lift_steps)["central_epsilon"] <= 0.02
