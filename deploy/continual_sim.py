@@ -32,9 +32,9 @@ import httpx
 import numpy as np
 
 from shoal.client.kinds.continual import deletions, insertions, new_item
-from shoal.common.envelope import seal
 from shoal.common.kinds import parse_config
-from shoal.common.signing import config_digest
+from shoal.common.wire.envelope import seal
+from shoal.common.wire.signing import config_digest
 from shoal.deploy.continual_stream import drifting_stream
 from shoal.deploy.senders import send_all
 from shoal.deploy.sim import Services, enrol_tokens

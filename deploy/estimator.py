@@ -46,7 +46,7 @@ from shoal.server.decoders.kmeans import assign, kmeans_cost
 
 MODELS = ("local", "shuffle", "central")
 ENCODERS = ("auto", "lsh", "nettree", "partition")
-SECURE_SUM_MIN_DEVICES = 16  # the fewest devices a secure sum takes (``common/secure_sum.py``)
+SECURE_SUM_MIN_DEVICES = 16  # the fewest devices a secure sum takes (``common/mechanisms/secure_sum.py``)
 
 
 class NotFittedError(ConfigError, AttributeError):

@@ -1,5 +1,5 @@
 """In-process simulation of the local model's two-round plan: a tree round on
-part of the population, then a local refine round (``common/local_refine_round.py``)
+part of the population, then a local refine round (``common/kinds/local_refine.py``)
 on the fresh rest. The same math as the services, with the PrivUnit
 reports drawn from their decoded distribution (``privunit.sample_decoded``,
 simulation only): a device's codebook draw is equivalent in law and 10^3
@@ -15,8 +15,8 @@ from numpy.typing import NDArray
 
 from shoal.common.bounds import PublicBound
 from shoal.common.errors import ConfigError
-from shoal.common.local_refine_round import block_vectors, derive_local_refine
-from shoal.common.privunit import sample_decoded
+from shoal.common.kinds.local_refine import block_vectors, derive_local_refine
+from shoal.common.mechanisms.privunit import sample_decoded
 from shoal.server.decoders.kmeans import kmeans_cost
 from shoal.server.decoders.local_refine import (
     CodebookTotal,

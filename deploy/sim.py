@@ -28,13 +28,14 @@ import httpx
 import numpy as np
 
 from shoal.client.kinds import device_kind
-from shoal.common.binary_wire import CONTENT_TYPE, messages_to_binary
 from shoal.common.cost_drops import Z_OF, prefix_costs
-from shoal.common.envelope import seal
 from shoal.common.errors import ConfigError
 from shoal.common.kinds import kind_name, parse_config
-from shoal.common.messages import DeviceMessage, sealed_share_parts, submission_json
-from shoal.common.signing import config_digest
+from shoal.common.wire.binary import CONTENT_TYPE, messages_to_binary
+from shoal.common.wire.envelope import seal
+from shoal.common.wire.messages import sealed_share_parts, submission_json
+from shoal.common.wire.models import DeviceMessage
+from shoal.common.wire.signing import config_digest
 from shoal.deploy.datasets import (
     Dataset,
     city_locations,
@@ -227,7 +228,7 @@ def _elbow(args: argparse.Namespace, ds: Dataset, rid: str, server_url: str, shu
 
 def _local_refine(args: argparse.Namespace, ds: Dataset, fresh: np.ndarray, rid: str, server_url: str,
                   op: dict[str, str], ball: np.ndarray) -> dict[str, Any]:
-    """The local refine round (``common/local_refine_round.py``) on the fresh
+    """The local refine round (``common/kinds/local_refine.py``) on the fresh
     devices: each sends its one codebook report directly to the server."""
     r = httpx.post(f"{server_url}/rounds/{rid}/refine", headers=op, timeout=30,
                    json={"model": "local", "epsilon": args.eps})
@@ -296,7 +297,7 @@ def _device_bodies(args: argparse.Namespace, ds: Dataset, rnd: dict[str, Any], s
                                          "config_digest": digest}).encode()
                              for m in messages])
     if getattr(args, "wire", "binary") == "binary" and messages and all(isinstance(m, DeviceMessage) for m in messages):
-        tree = [m for m in messages if isinstance(m, DeviceMessage)]  # tree reports: 42 bytes each (binary_wire.py)
+        tree = [m for m in messages if isinstance(m, DeviceMessage)]  # tree reports: 42 bytes each (wire/binary.py)
         bodies = [messages_to_binary([m]) for m in tree]
         return bodies, [f"{server_url}/rounds/{rid}/reports/binary"] * len(bodies), [{"content-type": CONTENT_TYPE}] * len(bodies)
     bodies = [m.model_dump_json().encode() for m in messages]

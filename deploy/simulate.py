@@ -31,21 +31,21 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shoal.client.encoder import encode_arrays
-from shoal.common.accounting import central_guarantee, spend_left, split_spend
 from shoal.common.bounds import PublicBound
 from shoal.common.errors import ConfigError
-from shoal.common.local_refine_round import refine_devices
-from shoal.common.partition_round import REFINE_SPLIT as PARTITION_REFINE_SPLIT
-from shoal.common.partition_round import contributions as partition_contributions
-from shoal.common.partition_round import derive_partition
-from shoal.common.refine_round import (
+from shoal.common.kinds.local_refine import refine_devices
+from shoal.common.kinds.partition import REFINE_SPLIT as PARTITION_REFINE_SPLIT
+from shoal.common.kinds.partition import contributions as partition_contributions
+from shoal.common.kinds.partition import derive_partition
+from shoal.common.kinds.refine import (
     REFINE_DELTA_SHARE,
     contributions,
     derive_refine,
     first_round,
     refine_share,
 )
-from shoal.common.tree_round import EncoderChoice, derive_config
+from shoal.common.kinds.tree import EncoderChoice, derive_config
+from shoal.common.privacy.accounting import central_guarantee, spend_left, split_spend
 from shoal.deploy.evaluation import (  # noqa: F401 -- simulate's names before the split
     ball_image,
     blocks,
@@ -170,7 +170,7 @@ def simulate(
 def refine_epsilon(refine: float | str | None, points: NDArray[np.float64], k: int, epsilon: float, delta: float,
                    min_batch: int | None) -> float:
     """The refine round's eps: ``None`` none, a number that much, ``"auto"``
-    the share ``refine_round.refine_share`` picks from public parameters."""
+    the share ``kinds.refine.refine_share`` picks from public parameters."""
     if refine == "auto":
         return epsilon * refine_share(points.shape[0], points.shape[1], k, epsilon, delta, min_batch)
     try:
@@ -181,7 +181,7 @@ def refine_epsilon(refine: float | str | None, points: NDArray[np.float64], k: i
 
 def refine_share_of_devices(refine: float | str | None, points: NDArray[np.float64], k: int, epsilon: float) -> float:
     """The local model's refine: ``None`` none, a number that share of the
-    devices, ``"auto"`` ``local_refine_round.refine_devices``' rule."""
+    devices, ``"auto"`` ``kinds.local_refine.refine_devices``' rule."""
     if refine == "auto":
         return refine_devices(points.shape[0], points.shape[1], k, epsilon)
     try:

@@ -166,7 +166,7 @@ def test_an_unknown_kind_is_refused_with_the_known_ones():
 
 
 def test_a_config_published_before_kinds_had_names_is_a_tree_config():
-    from shoal.common.tree_round import derive_config
+    from shoal.common.kinds.tree import derive_config
 
     data = dump_config("tree", derive_config(1000, 2, 3, 4.0))
     assert data["kind"] == "tree"

@@ -16,16 +16,20 @@ from typing import Any
 
 import numpy as np
 
-from shoal.common.hadamard_response import (
+from shoal.common.kinds.local_refine import refine_devices
+from shoal.common.kinds.tree import derive_config, duchi_mean_variance
+from shoal.common.kinds.tree_randomness import PublicRandomness
+from shoal.common.mechanisms.hadamard_response import (
     HadamardResponseParams,
     estimate_all_counts,
     randomise_signs,
 )
-from shoal.common.hashing import bucket_hash, mix64
-from shoal.common.local_hashing import LocalHashingParams, optimal_buckets, randomise_buckets
-from shoal.common.local_refine_round import refine_devices
-from shoal.common.public_random import PublicRandomness
-from shoal.common.tree_round import derive_config, duchi_mean_variance
+from shoal.common.mechanisms.local_hashing import (
+    LocalHashingParams,
+    optimal_buckets,
+    randomise_buckets,
+)
+from shoal.common.randomness.hashing import bucket_hash, mix64
 from shoal.deploy.datasets import Dataset, load_letter, load_uber, paper_mixture, skewed_box
 from shoal.deploy.progress import bar, say
 from shoal.deploy.simulate import nonprivate_objective, simulate, simulate_rounds

@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from shoal.common.central_round import derive_central
-from shoal.common.continual_round import ContinualParams
+from shoal.common.kinds.central import derive_central
+from shoal.common.kinds.continual import ContinualParams
 from shoal.deploy.bench.accuracy import machine
 from shoal.deploy.bench.results import write_results
 from shoal.deploy.bench.step_close import close_costs, close_markdown

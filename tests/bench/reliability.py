@@ -34,7 +34,7 @@ import httpx
 import numpy as np
 
 from shoal.client.encoder import encode_arrays
-from shoal.common.tree_round import config_from_dict
+from shoal.common.kinds.tree import config_from_dict
 from shoal.deploy.bench.accuracy import machine
 from shoal.deploy.sim import Services
 
@@ -206,8 +206,8 @@ def kills_during_forward(s: Services, kills: int) -> dict:
     shuffler acknowledged must reach the server exactly once."""
     import base64
 
-    from shoal.common.envelope import seal
-    from shoal.common.signing import config_digest
+    from shoal.common.wire.envelope import seal
+    from shoal.common.wire.signing import config_digest
 
     assert s.shuffler_url
     op = {"Authorization": f"Bearer {s.env['SHOAL_OPERATOR_TOKEN']}"}
