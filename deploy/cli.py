@@ -211,11 +211,10 @@ def _simulate(args: argparse.Namespace) -> int:
     from shoal.common.bounds import bound_to_dict
     from shoal.common.errors import ShoalError
     from shoal.deploy.block_memory import keep_block_buffers
+    from shoal.deploy.evaluation import cli_bound, clipped_fraction, open_points
     from shoal.deploy.reference import ReferenceCache
     from shoal.deploy.simulate import (
-        clipped_fraction,
         format_centers,
-        open_points,
         refine_epsilon,
         refine_share_of_devices,
         simulate_rounds,
@@ -329,27 +328,6 @@ def _bench(args: argparse.Namespace) -> int:
     from shoal.deploy.bench.accuracy import run_bench
 
     return run_bench(args)
-
-
-def cli_bound(radius: float | None, box: str | None, points: Any, prog: str) -> Any:
-    """The public bound a verb was given (--radius or --box), or radius 1 with
-    a line on stderr that says so and how many points it clips (issue 16:
-    silent clipping to the unit ball misled a user). The fraction is of the
-    user's own file, computed here, never published."""
-    from shoal.common.bounds import PublicBound, parse_box
-    from shoal.common.errors import ConfigError
-    from shoal.deploy.simulate import clipped_fraction
-
-    if radius is not None and box is not None:
-        raise ConfigError("give --radius or --box, not both")
-    if box is not None:
-        return parse_box(box, points.shape[1])
-    bound = PublicBound(radius=1.0 if radius is None else radius)
-    if radius is None:
-        frac = clipped_fraction(points, bound)
-        print(f"{prog}: no --radius or --box given: using radius 1, which clips {frac:.1%} of the points. "
-              "Give the data's public range.", file=sys.stderr)
-    return bound
 
 
 def _sim(args: argparse.Namespace) -> int:

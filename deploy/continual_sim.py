@@ -36,8 +36,8 @@ from shoal.common.kinds import parse_config
 from shoal.common.wire.envelope import seal
 from shoal.common.wire.signing import config_digest
 from shoal.deploy.continual_stream import drifting_stream
+from shoal.deploy.processes import Services, enrol_tokens
 from shoal.deploy.senders import send_all
-from shoal.deploy.sim import Services, enrol_tokens
 from shoal.server.decoders.kmeans import kmeans_cost
 
 DRAIN_SECONDS = 30.0  # how long a step waits for the shuffler's batches to reach the server

@@ -351,7 +351,7 @@ class PrivateKMeans:
 
     def plot(self, X: ArrayLike, ax: Any = None) -> Any:
         """The centers over X (``deploy/plots.py``; needs ``shoal[plot]``)."""
-        from shoal.deploy.plots import plot_centers
+        from shoal.deploy.center_plot import plot_centers
 
         self._rows(X)
         return plot_centers(X, self, ax=ax)

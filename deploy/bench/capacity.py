@@ -44,7 +44,7 @@ from shoal.deploy.bench.accuracy import machine
 from shoal.deploy.bench.scratch_schema import PG_URL, scratch_schema
 from shoal.deploy.bench.services import create_round, stored
 from shoal.deploy.datasets import city_locations
-from shoal.deploy.sim import Services
+from shoal.deploy.processes import Services
 
 
 def _reset(url: str) -> None:

@@ -111,7 +111,7 @@ def _peak_mb() -> float:
 
 
 def _reference(name: str, n: int, seed: int, data_dir: str, smoke: bool) -> dict[str, float]:
-    from shoal.deploy.simulate import nonprivate_objective
+    from shoal.deploy.evaluation import nonprivate_objective
     from shoal.server.decoders.kmeans import kmeans_cost
 
     ds = _dataset(name, n, seed, Path(data_dir), smoke)

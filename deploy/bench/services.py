@@ -40,7 +40,7 @@ from shoal.common.wire.binary import CONTENT_TYPE, encode_reports
 from shoal.deploy.bench.accuracy import machine
 from shoal.deploy.bench.wrk_load import run_wrk, wrk_path
 from shoal.deploy.datasets import city_locations
-from shoal.deploy.sim import Services
+from shoal.deploy.processes import Services
 
 
 def create_round(services: Services, n: int) -> tuple[str, Any]:
