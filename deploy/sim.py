@@ -5,8 +5,9 @@ creates a round, lets N devices send concurrently (``senders.py``: asyncio + aio
 concurrency), triggers clustering and reports accuracy and throughput. Only
 loopback addresses are ever targeted.
 
-Over 300 lines: starting the services, sending from many processes and the
-refine round are one run's steps, kept in the order they happen.
+Over 300 lines: the dataset, sending from many processes and the refine,
+elbow and local refine rounds are one run's steps, kept in the order they
+happen (starting and stopping the services is ``processes.py``'s).
 """
 
 from __future__ import annotations

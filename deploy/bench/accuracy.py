@@ -9,7 +9,6 @@ import argparse
 import copy
 import json
 import os
-import platform
 import time
 from pathlib import Path
 from typing import Any
@@ -30,25 +29,13 @@ from shoal.common.mechanisms.local_hashing import (
     randomise_buckets,
 )
 from shoal.common.randomness.hashing import bucket_hash, mix64
+from shoal.deploy.bench.results import machine
 from shoal.deploy.datasets import Dataset, load_letter, load_uber, paper_mixture, skewed_box
 from shoal.deploy.evaluation import nonprivate_objective
 from shoal.deploy.progress import bar, say
 from shoal.deploy.simulate import simulate, simulate_rounds
 from shoal.server.decoders.tree.accumulate import LevelAccumulator
 from shoal.server.decoders.tree.oracles import FrequencyOracle
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}"
 
 
 def oracle_bench(n: int, eps: float, seed: int = 0, items: int = 1000, zipf: float = 1.1) -> dict[str, Any]:

@@ -40,7 +40,7 @@ from typing import Any
 
 from shoal.client.encoder import encode_arrays
 from shoal.common.wire.binary import CONTENT_TYPE, encode_reports
-from shoal.deploy.bench.accuracy import machine
+from shoal.deploy.bench.results import machine
 from shoal.deploy.bench.scratch_schema import PG_URL, scratch_schema
 from shoal.deploy.bench.services import create_round, stored
 from shoal.deploy.datasets import city_locations

@@ -29,8 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from shoal.deploy.bench.accuracy import machine
-from shoal.deploy.bench.results import write_results
+from shoal.deploy.bench.results import machine, write_results
 from shoal.deploy.datasets import (
     Dataset,
     balcan_mixture,

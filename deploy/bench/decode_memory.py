@@ -27,7 +27,7 @@ from shoal.client.encoder import encode_arrays
 from shoal.common.kinds import dump_config
 from shoal.common.kinds.tree import derive_config
 from shoal.common.wire.fields import new_message_id
-from shoal.deploy.bench.accuracy import machine
+from shoal.deploy.bench.results import machine
 from shoal.deploy.datasets import paper_mixture
 
 ROUND = "decode-memory"

@@ -204,7 +204,7 @@ def import_costs(runs: int = 3) -> dict[str, float]:
 
 
 def markdown(rows: list[dict[str, Any]], imports: dict[str, float], repeats: int) -> str:
-    from shoal.deploy.bench.accuracy import machine
+    from shoal.deploy.bench.results import machine
 
     lines = ["# shoal bench --device", "",
              f"machine: {machine()}; d = {DIM}, k = {K}, eps = {EPS:g}, n_expected = {N_EXPECTED:,}; "

@@ -66,9 +66,8 @@ from shoal.common.kinds.central import derive_central
 from shoal.common.kinds.elbow import ELBOW_DELTA_SHARE, ELBOW_SHARE, derive_elbow, elbow_budget
 from shoal.common.kinds.elbow import contributions as elbow_contributions
 from shoal.common.kinds.tree import derive_config
-from shoal.deploy.bench.accuracy import machine
 from shoal.deploy.bench.elbow_band import exact_curves, plot_elbows
-from shoal.deploy.bench.results import write_results
+from shoal.deploy.bench.results import machine, write_results
 from shoal.deploy.datasets import Dataset, load_letter, load_uber, paper_mixture
 from shoal.deploy.summed import summed_in_process
 from shoal.server.decoders.central.lift import Merged, reduce_parts

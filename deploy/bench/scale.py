@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from shoal.deploy.bench.accuracy import machine
+from shoal.deploy.bench.results import machine
 
 ROUND_K, ROUND_EPS = 8, 4.0
 FULL = ((100_000, 100), (1_000_000, 100), (10_000_000, 100), (1_000_000, 10), (100_000_000, 10))

@@ -37,7 +37,7 @@ import httpx
 from shoal.client.encoder import encode_arrays
 from shoal.common.kinds.tree import config_from_dict
 from shoal.common.wire.binary import CONTENT_TYPE, encode_reports
-from shoal.deploy.bench.accuracy import machine
+from shoal.deploy.bench.results import machine
 from shoal.deploy.bench.wrk_load import run_wrk, wrk_path
 from shoal.deploy.datasets import city_locations
 from shoal.deploy.processes import Services

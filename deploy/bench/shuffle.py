@@ -23,8 +23,7 @@ import numpy as np
 
 from shoal.common.kinds.refine import REFINE_DELTA_SHARE
 from shoal.common.kinds.refine import refine_share as share_rule
-from shoal.deploy.bench.accuracy import machine
-from shoal.deploy.bench.results import write_results
+from shoal.deploy.bench.results import machine, write_results
 from shoal.deploy.datasets import (
     Dataset,
     load_letter,

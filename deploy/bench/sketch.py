@@ -57,8 +57,7 @@ from shoal.common.mechanisms.sketch import (
     signal_power,
     sketch_from_sum,
 )
-from shoal.deploy.bench.accuracy import machine
-from shoal.deploy.bench.results import write_results
+from shoal.deploy.bench.results import machine, write_results
 from shoal.deploy.datasets import Dataset, load_uber, paper_mixture
 from shoal.server.decoders.kmeans import kmeans_cost, weighted_kmeans
 from shoal.server.decoders.sketch.clompr import clompr

@@ -34,8 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from shoal.deploy.bench.accuracy import machine
-from shoal.deploy.bench.results import write_results
+from shoal.deploy.bench.results import machine, write_results
 from shoal.deploy.bench.services import _messages_json, create_round, stored
 from shoal.deploy.processes import Services
 

@@ -42,8 +42,7 @@ from shoal.common.bounds import PublicBound
 from shoal.common.mechanisms.secure_sum import MIN_SIGMA, shares_rule
 from shoal.common.wire.binary import RECORD
 from shoal.common.wire.envelope import public_key_bytes
-from shoal.deploy.bench.accuracy import machine
-from shoal.deploy.bench.results import write_results
+from shoal.deploy.bench.results import machine, write_results
 from shoal.server.rounds.kinds import RefineRequest, RoundRequest, for_encoder, server_kind
 
 DEVICES = 200

@@ -35,7 +35,7 @@ import numpy as np
 
 from shoal.client.encoder import encode_arrays
 from shoal.common.kinds.tree import config_from_dict
-from shoal.deploy.bench.accuracy import machine
+from shoal.deploy.bench.results import machine
 from shoal.deploy.processes import Services
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
