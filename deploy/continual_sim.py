@@ -1,7 +1,7 @@
 """``shoal sim --model central --algorithm continual``: a drifting stream through
 the services (issue 18, Build 6).
 
-A server and a shuffler on 127.0.0.1 (``sim.Services``), a continual round,
+A server and a shuffler on 127.0.0.1 (``processes.Services``), a continual round,
 and one simulated device per point of ``deploy/continual_stream.drifting_stream``
 (2-D, clusters circling, appearing and vanishing): at each step the points
 born then are inserted (sealed to the curator through the shuffler, each
