@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError:
         print(f"shoal client report: --point must be comma-separated numbers, got {args.point!r}", file=sys.stderr)
         return 2
-    from shoal.common.transport import check_url
+    from shoal.common.wire.transport import check_url
 
     try:  # a URL refused is a usage error (exit 2), before anything is read or charged
         check_url(args.server, "the server URL", args.insecure, flag="--insecure")

@@ -22,8 +22,8 @@ from shoal.client.ledger import Ledger, Spend
 from shoal.client.participation import Participation, TransportError
 from shoal.common.errors import ReportError
 from shoal.common.kinds import check_protocol, config_kinds, kind_name, parse_config
-from shoal.common.signing import config_digest, pinned_key, verify_config
-from shoal.common.transport import check_url
+from shoal.common.wire.signing import config_digest, pinned_key, verify_config
+from shoal.common.wire.transport import check_url
 
 if TYPE_CHECKING:
     import httpx
@@ -56,10 +56,10 @@ class Device:
         (else ``SHOAL_SERVER_KEY``): configs must carry its valid signature,
         and shuffle-model or secure-sum rounds are refused without one;
         ``binary``: send a tree report in its 42-byte binary form
-        (``common/binary_wire.py``) instead of JSON;
+        (``common/wire/binary.py``) instead of JSON;
         ``insecure``: allow plain ``http://`` to a host that is not this
         machine (else a ConfigError: tokens and reports would cross the
-        network in clear; ``common/transport.py``)."""
+        network in clear; ``common/wire/transport.py``)."""
         self.server_url = check_url(server_url, "the server URL", insecure)
         self.shuffler_url = check_url(shuffler_url, "the shuffler URL", insecure) if shuffler_url else None
         self.device_token = device_token
@@ -126,7 +126,7 @@ class Device:
             r = self._request("POST", f"/rounds/{round_id}/messages", base=self.shuffler_url, content=body,
                               headers={"content-type": "application/json", "X-Device-Token": self.device_token})
         elif where == "binary":
-            from shoal.common.binary_wire import CONTENT_TYPE
+            from shoal.common.wire.binary import CONTENT_TYPE
 
             r = self._request("POST", f"/rounds/{round_id}/reports/binary", content=body,
                               headers={"content-type": CONTENT_TYPE})
@@ -180,13 +180,13 @@ class Device:
 def wire_body(message: str, binary: bool = True, round_id: str = "") -> tuple[bytes, str]:
     """The bytes a recorded message is sent as, and where: "shuffler" (a sealed
     submission), "binary" (``POST /reports/binary``: a tree report's record or
-    a local sketch's, ``common/binary_wire.py``) or "json" (``POST /reports``).
+    a local sketch's, ``common/wire/binary.py``) or "json" (``POST /reports``).
     With ``binary=False`` a sketch recorded in binary goes as its JSON (same message id)."""
     if message.startswith(('{"sealed"', '{"parts"')):
         return message.encode(), "shuffler"
-    # binary_wire (and common/messages' ReportBatch) loads with the first direct report, not with the
+    # wire/binary.py (and wire/messages.py's ReportBatch) loads with the first direct report, not with the
     # device: a sealed submission (shuffle, secure-sum, curator rounds) never needs it (issue 45, Build 5)
-    from shoal.common.binary_wire import decode_sketch, recorded_body, tree_json_to_binary
+    from shoal.common.wire.binary import decode_sketch, recorded_body, tree_json_to_binary
 
     recorded = recorded_body(message)
     if recorded is not None:

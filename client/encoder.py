@@ -33,17 +33,17 @@ import numpy as np
 from numpy.typing import NDArray
 
 if TYPE_CHECKING:
-    from shoal.common.messages import DeviceMessage
+    from shoal.common.wire.models import DeviceMessage
 
-from shoal.common import device_random
-from shoal.common.hadamard import hadamard_sign
-from shoal.common.hashing import bucket_hash
-from shoal.common.local_hashing import randomise_buckets
-from shoal.common.messages import ReportBatch, device_json
-from shoal.common.nets import node_space
-from shoal.common.privunit import sample_decoded, select
-from shoal.common.public_random import PublicRandomness
-from shoal.common.tree_round import RoundConfig
+from shoal.common.kinds.tree import RoundConfig
+from shoal.common.kinds.tree_nets import node_space
+from shoal.common.kinds.tree_randomness import PublicRandomness
+from shoal.common.mechanisms.hadamard import hadamard_sign
+from shoal.common.mechanisms.local_hashing import randomise_buckets
+from shoal.common.mechanisms.privunit import sample_decoded, select
+from shoal.common.randomness import device_random
+from shoal.common.randomness.hashing import bucket_hash
+from shoal.common.wire.messages import ReportBatch, device_json
 
 
 def device_rng() -> np.random.Generator:

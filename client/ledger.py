@@ -102,7 +102,7 @@ class Ledger:
                                  or any(e.get("family") == spend.family for e in entries.values())):
                 raise PrivacyError(
                     f"round {round_id} takes fresh devices only: this device already answered round "
-                    f"{spend.family} or another round opened on it (parallel composition, local_refine_round.py)"
+                    f"{spend.family} or another round opened on it (parallel composition, kinds/local_refine.py)"
                 )
             spent = _spent(entries)
             if spend.guarantee == "local" and spent + spend.epsilon > self.cap + 1e-12:

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from shoal.client.ledger import Spend
-from shoal.common.envelope import seal
 from shoal.common.errors import PrivacyError, ShoalError
-from shoal.common.signing import TrustError
+from shoal.common.wire.envelope import seal
+from shoal.common.wire.signing import TrustError
 
 if TYPE_CHECKING:  # a device that joins no secure-sum round never loads these (issue 45, Build 5)
-    from shoal.common.secure_sum import SecureSumParams
+    from shoal.common.mechanisms.secure_sum import SecureSumParams
 
 
 class TransportError(ShoalError):
@@ -88,7 +88,7 @@ class Participation:
 
     def secure_sum_message(self, shares: np.ndarray) -> str:
         """This device's shares (1, s, L + 1), each sealed on its own, as one submission for the shuffler."""
-        from shoal.common.messages import sealed_share_parts, submission_json
+        from shoal.common.wire.messages import sealed_share_parts, submission_json
 
         parts = sealed_share_parts(shares, self.server_public_key, self.round_id)[0]
         return submission_json(parts, self.config_digest)

@@ -1,4 +1,4 @@
-"""The ``sketch`` encoder on devices (seed 002, Def. 3; ``common/sketch_round.py``).
+"""The ``sketch`` encoder on devices (seed 002, Def. 3; ``common/kinds/sketch.py``).
 
 Local model: a device maps its n0 records into the unit ball with the
 round's public bound and sends one scrambled sketch (``sketch.scramble``:
@@ -17,22 +17,22 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shoal.client.encoder import device_rng
-from shoal.common.binary_wire import encode_sketch, sketch_units
 from shoal.common.errors import ConfigError
-from shoal.common.messages import new_message_id
-from shoal.common.secure_sum import encode_devices
-from shoal.common.sketch import record_features, scramble
-from shoal.common.sketch_round import SketchRoundConfig
+from shoal.common.kinds.sketch import SketchRoundConfig
+from shoal.common.mechanisms.secure_sum import encode_devices
+from shoal.common.mechanisms.sketch import record_features, scramble
+from shoal.common.wire.binary import encode_sketch, sketch_units
+from shoal.common.wire.fields import new_message_id
 
 if TYPE_CHECKING:
-    from shoal.common.messages import SketchMessage
+    from shoal.common.wire.models import SketchMessage
 
 
 def sketch_messages(
     points: NDArray[np.float64], n0: NDArray[np.int64], config: SketchRoundConfig, rng: np.random.Generator | None = None
 ) -> list[SketchMessage]:
     """Local model: one message per device; device l holds the next n0[l] rows of ``points`` (raw space)."""
-    from shoal.common.messages import SketchMessage
+    from shoal.common.wire.models import SketchMessage
 
     flat = _scrambled(points, n0, config, rng)
     return [SketchMessage(round_id=config.round_id, message_id=new_message_id(), sketch=row.tolist(), n0=int(c))
@@ -41,7 +41,7 @@ def sketch_messages(
 
 def sketch_body(records: NDArray[np.float64], config: SketchRoundConfig, rng: np.random.Generator | None = None) -> bytes:
     """Local model, one device holding the rows of ``records``: its report in the
-    binary form (``binary_wire.encode_sketch``: the 2m grid integers, 8 m + 28
+    binary form (``wire.binary.encode_sketch``: the 2m grid integers, 8 m + 28
     bytes, instead of ~34 bytes a complex entry of JSON)."""
     x = np.asarray(records, dtype=np.float64).reshape(-1, config.dim)
     n0 = x.shape[0]

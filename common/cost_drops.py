@@ -7,7 +7,7 @@ successive drops (c_1 - c_2, ..., c_{k-1} - c_k, c_k) they are
 non-negative and sum to c_1 <= D^z (D = 2, the unit ball's diameter): an
 L1 norm of D^z for all k costs at once. The curator's elbow
 (``server/decoders/central/greedy.py``) and a device's share of an
-``elbow`` round (``common/elbow_round.py``) both start here, so this is
+``elbow`` round (``common/kinds/elbow.py``) both start here, so this is
 in ``shoal.common`` (a device imports it). Pure numpy.
 """
 

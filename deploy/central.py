@@ -2,7 +2,7 @@
 
 The library call of issue 17 for a curator (a hospital gateway with its
 records, an analytics team with a table): seeds 000 and 003's private
-maximum coverage (``common/central_round.py``), run in this process on the
+maximum coverage (``common/kinds/central.py``), run in this process on the
 rows of ``points``. The result carries the privacy statement every shoal
 round carries and a verdict (``quality``, ``deploy/verdicts.py``) in the shape
 of a tree round's (README, "Reading a result"). Randomness: the private draws from the OS; the public ones
@@ -24,9 +24,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from shoal.common.bounds import PublicBound, box_bound
-from shoal.common.central_round import ALGORITHMS, DEFAULT_ALGORITHM, derive_central
 from shoal.common.errors import ConfigError
-from shoal.common.exact_sampling import discrete_laplace, laplace_scale_fraction
+from shoal.common.kinds.central import ALGORITHMS, DEFAULT_ALGORITHM, derive_central
+from shoal.common.mechanisms.exact_sampling import discrete_laplace, laplace_scale_fraction
 from shoal.deploy.verdicts import central_quality
 from shoal.server.decoders.central.pipeline import central_kmeans, privacy_statement
 
@@ -106,7 +106,8 @@ def simulate_central(points: NDArray[np.float64], k: int, epsilon: float, delta:
     import json
     import time
 
-    from shoal.deploy.simulate import format_centers, nonprivate_objective
+    from shoal.deploy.evaluation import nonprivate_objective
+    from shoal.deploy.simulate import format_centers
     from shoal.server.decoders.kmeans import kmeans_cost
     from shoal.server.decoders.kmedian import kmedian_cost
 

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from shoal.common.central_round import ALGORITHMS
+from shoal.common.kinds.central import ALGORITHMS
 
 
 def build_parser(verb: str) -> argparse.ArgumentParser:
@@ -28,7 +28,7 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
         s.add_argument("--k", required=True, type=int)
         s.add_argument("--eps", required=True, type=float)
         s.add_argument("--encoder", choices=("auto", "lsh", "nettree", "partition"), default="auto",
-                       help="auto: nettree or lsh by the measured rule of common/encoder_rule.py (the output says which); "
+                       help="auto: nettree or lsh by the measured rule of common/kinds/encoder_rule.py (the output says which); "
                             "partition (--model shuffle): secure sums over a public LSH partition, central noise")
         s.add_argument("--radius", type=float, default=None,
                        help="public L2 bound of the raw points (from public knowledge, never from the data)")
@@ -50,8 +50,8 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
         s.add_argument("--refine", default=None, metavar="EPS2|SHARE|auto",
                        help="a refine round (one Lloyd step) after the first. Shuffle: spend EPS2 of --eps on it "
                             "(secure summation); local: keep SHARE (0-1) of the devices fresh for it, each at --eps "
-                            "(local_refine_round.py). auto: the rule of refine_round.refine_share (shuffle) or "
-                            "local_refine_round.refine_devices (local) from n, d, k, eps")
+                            "(kinds/local_refine.py). auto: the rule of kinds.refine.refine_share (shuffle) or "
+                            "kinds.local_refine.refine_devices (local) from n, d, k, eps")
         s.add_argument("--reference", action="store_true",
                        help="also compute the non-private reference objective (k-means on the true points; about "
                             "twice the private run at 1e6 x 100) and keep it in the user's cache directory "
@@ -68,7 +68,7 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
         sm.add_argument("--k", type=int, default=None)
         sm.add_argument("--eps", type=float, default=4.0)
         sm.add_argument("--encoder", choices=("auto", "lsh", "nettree", "sketch", "partition"), default="auto",
-                        help="auto: nettree or lsh by the measured rule of common/encoder_rule.py; sketch: scrambled compressive sketches (local model) or secure-sum sketches (--model shuffle); partition (--model shuffle): per-bucket secure sums over a public LSH partition")
+                        help="auto: nettree or lsh by the measured rule of common/kinds/encoder_rule.py; sketch: scrambled compressive sketches (local model) or secure-sum sketches (--model shuffle); partition (--model shuffle): per-bucket secure sums over a public LSH partition")
         sm.add_argument("--records-per-device", type=int, default=1,
                         help="sketch, local model: each device sketches this many consecutive points (the paper's n0); "
                              "central: each device seals this many consecutive points in its one message")
@@ -77,7 +77,7 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
         sm.add_argument("--box", default=None, metavar="LOW,..:HIGH,..",
                         help="FILE.npy datasets: public per-feature box instead of --radius")
         sm.add_argument("--wire", choices=("binary", "json"), default="binary",
-                        help="how devices sent directly send tree reports: binary (42 bytes, common/binary_wire.py) "
+                        help="how devices sent directly send tree reports: binary (42 bytes, common/wire/binary.py) "
                              "or JSON")
         sm.add_argument("--concurrency", type=int, default=50)
         sm.add_argument("--workers", type=int, default=1, help="device processes (aiohttp clients) sharing --concurrency")
@@ -194,7 +194,7 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
     b.add_argument("--google-path", type=Path, default=None,
                    help="--model central: the learning/ folder of a google/differential-privacy checkout")
     b.add_argument("--refine-share", type=float, default=None,
-                   help="--model shuffle: the refine round's share of eps (default: refine_round.refine_share's rule from n, d, k, eps)")
+                   help="--model shuffle: the refine round's share of eps (default: kinds.refine.refine_share's rule from n, d, k, eps)")
     b.add_argument("--encoder", choices=("tree", "sketch"), default="tree",
                    help="sketch: the compressive path (local, shuffle) side by side with pycle if installed")
     return b
@@ -211,11 +211,10 @@ def _simulate(args: argparse.Namespace) -> int:
     from shoal.common.bounds import bound_to_dict
     from shoal.common.errors import ShoalError
     from shoal.deploy.block_memory import keep_block_buffers
+    from shoal.deploy.evaluation import cli_bound, clipped_fraction, open_points
     from shoal.deploy.reference import ReferenceCache
     from shoal.deploy.simulate import (
-        clipped_fraction,
         format_centers,
-        open_points,
         refine_epsilon,
         refine_share_of_devices,
         simulate_rounds,
@@ -329,27 +328,6 @@ def _bench(args: argparse.Namespace) -> int:
     from shoal.deploy.bench.accuracy import run_bench
 
     return run_bench(args)
-
-
-def cli_bound(radius: float | None, box: str | None, points: Any, prog: str) -> Any:
-    """The public bound a verb was given (--radius or --box), or radius 1 with
-    a line on stderr that says so and how many points it clips (issue 16:
-    silent clipping to the unit ball misled a user). The fraction is of the
-    user's own file, computed here, never published."""
-    from shoal.common.bounds import PublicBound, parse_box
-    from shoal.common.errors import ConfigError
-    from shoal.deploy.simulate import clipped_fraction
-
-    if radius is not None and box is not None:
-        raise ConfigError("give --radius or --box, not both")
-    if box is not None:
-        return parse_box(box, points.shape[1])
-    bound = PublicBound(radius=1.0 if radius is None else radius)
-    if radius is None:
-        frac = clipped_fraction(points, bound)
-        print(f"{prog}: no --radius or --box given: using radius 1, which clips {frac:.1%} of the points. "
-              "Give the data's public range.", file=sys.stderr)
-    return bound
 
 
 def _sim(args: argparse.Namespace) -> int:

@@ -1,7 +1,7 @@
 """``shoal sim --model central --algorithm continual``: a drifting stream through
 the services (issue 18, Build 6).
 
-A server and a shuffler on 127.0.0.1 (``sim.Services``), a continual round,
+A server and a shuffler on 127.0.0.1 (``processes.Services``), a continual round,
 and one simulated device per point of ``deploy/continual_stream.drifting_stream``
 (2-D, clusters circling, appearing and vanishing): at each step the points
 born then are inserted (sealed to the curator through the shuffler, each
@@ -32,12 +32,12 @@ import httpx
 import numpy as np
 
 from shoal.client.kinds.continual import deletions, insertions, new_item
-from shoal.common.envelope import seal
 from shoal.common.kinds import parse_config
-from shoal.common.signing import config_digest
+from shoal.common.wire.envelope import seal
+from shoal.common.wire.signing import config_digest
 from shoal.deploy.continual_stream import drifting_stream
+from shoal.deploy.processes import Services, enrol_tokens
 from shoal.deploy.senders import send_all
-from shoal.deploy.sim import Services, enrol_tokens
 from shoal.server.decoders.kmeans import kmeans_cost
 
 DRAIN_SECONDS = 30.0  # how long a step waits for the shuffler's batches to reach the server

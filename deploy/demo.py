@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shoal.deploy.bench.accuracy import machine
+from shoal.deploy.bench.results import machine
 from shoal.deploy.datasets import city_locations, paper_mixture
 from shoal.deploy.progress import bar, say
 from shoal.deploy.simulate import simulate

@@ -46,7 +46,7 @@ from shoal.server.decoders.kmeans import assign, kmeans_cost
 
 MODELS = ("local", "shuffle", "central")
 ENCODERS = ("auto", "lsh", "nettree", "partition")
-SECURE_SUM_MIN_DEVICES = 16  # the fewest devices a secure sum takes (``common/secure_sum.py``)
+SECURE_SUM_MIN_DEVICES = 16  # the fewest devices a secure sum takes (``common/mechanisms/secure_sum.py``)
 
 
 class NotFittedError(ConfigError, AttributeError):
@@ -351,7 +351,7 @@ class PrivateKMeans:
 
     def plot(self, X: ArrayLike, ax: Any = None) -> Any:
         """The centers over X (``deploy/plots.py``; needs ``shoal[plot]``)."""
-        from shoal.deploy.plots import plot_centers
+        from shoal.deploy.center_plot import plot_centers
 
         self._rows(X)
         return plot_centers(X, self, ax=ax)

@@ -11,6 +11,7 @@ and the non-private reference (``nonprivate_objective``, only when asked).
 from __future__ import annotations
 
 import mmap
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.bounds import PublicBound, block_rows
+from shoal.common.bounds import PublicBound, block_rows, parse_box
+from shoal.common.errors import ConfigError
 from shoal.server.decoders.kmeans import assign, kmeans_cost, weighted_kmeans
 
 
@@ -136,3 +138,20 @@ def nonprivate_objective(x: NDArray[np.float64], k: int, seed: int = 0) -> float
         return best / x.shape[0]
     km = KMeans(n_clusters=min(k, sample.shape[0]), n_init=10, random_state=seed).fit(sample)
     return min(best, kmeans_cost(x, _lloyd(x, np.asarray(km.cluster_centers_, dtype=np.float64)))) / x.shape[0]
+
+
+def cli_bound(radius: float | None, box: str | None, points: Any, prog: str) -> Any:
+    """The public bound a verb was given (--radius or --box), or radius 1 with
+    a line on stderr that says so and how many points it clips (issue 16:
+    silent clipping to the unit ball misled a user). The fraction is of the
+    user's own file, computed here, never published."""
+    if radius is not None and box is not None:
+        raise ConfigError("give --radius or --box, not both")
+    if box is not None:
+        return parse_box(box, points.shape[1])
+    bound = PublicBound(radius=1.0 if radius is None else radius)
+    if radius is None:
+        frac = clipped_fraction(points, bound)
+        print(f"{prog}: no --radius or --box given: using radius 1, which clips {frac:.1%} of the points. "
+              "Give the data's public range.", file=sys.stderr)
+    return bound

@@ -1,5 +1,5 @@
 """In-process simulation of the local model's two-round plan: a tree round on
-part of the population, then a local refine round (``common/local_refine_round.py``)
+part of the population, then a local refine round (``common/kinds/local_refine.py``)
 on the fresh rest. The same math as the services, with the PrivUnit
 reports drawn from their decoded distribution (``privunit.sample_decoded``,
 simulation only): a device's codebook draw is equivalent in law and 10^3
@@ -14,9 +14,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shoal.common.bounds import PublicBound
-from shoal.common.errors import ConfigError
-from shoal.common.local_refine_round import block_vectors, derive_local_refine
-from shoal.common.privunit import sample_decoded
+from shoal.common.kinds.local_refine import block_vectors, derive_local_refine
+from shoal.common.mechanisms.privunit import sample_decoded
 from shoal.server.decoders.kmeans import kmeans_cost
 from shoal.server.decoders.local_refine import (
     CodebookTotal,
@@ -68,26 +67,3 @@ def with_local_refine(out: dict[str, Any], points: NDArray[np.float64], fresh: N
         privacy=local_refine_statement(ref["config"], out["privacy"]),
     )
     return out
-
-
-def tree_then_local_refine(points: NDArray[np.float64], k: int, epsilon: float, encoder: Any, bound: PublicBound,
-                           seed: int, share: float, nonprivate: float | None, progress: bool, model: str = "local",
-                           refine_epsilon: float = 0.0) -> dict[str, Any]:
-    """``simulate_rounds`` in the local model with a refine round: the tree round
-    on a random 1 - ``share`` of the devices, the refine on the rest; the
-    objectives are on all of them."""
-    from shoal.deploy.simulate import nonprivate_objective, simulate
-
-    if model != "local" or refine_epsilon:
-        raise ConfigError("refine_devices is the local model's refine (fresh devices at the same eps); "
-                          "the shuffle model's refine takes refine_epsilon")
-    if not 0 < share < 1:
-        raise ConfigError(f"refine_devices must be in (0, 1), got {share}")
-
-    n = points.shape[0]
-    ball = bound.to_ball(points)
-    tree_rows, fresh_rows = split_population(n, share, seed)
-    out = simulate(points[tree_rows], k, epsilon, encoder, bound=bound, seed=seed, progress=progress,
-                   nonprivate=nonprivate_objective(ball, k, seed) if nonprivate is None else float(nonprivate))
-    out.update(model="local", n=n, trivial_objective=kmeans_cost(ball, ball.mean(axis=0, keepdims=True)) / n)
-    return with_local_refine(out, points, points[fresh_rows], bound, epsilon, seed)

@@ -18,7 +18,7 @@ files of another version than ``public_stream.PROTOCOL_VERSION``.
 
 Only the device side (``shoal.client``, ``shoal.common``, signing) is used:
 the expected server view is computed with the shared parsers of
-``common/messages.py`` and ``common/binary_wire.py``; the test checks that the
+``common/wire/messages.py`` and ``common/wire/binary.py``; the test checks that the
 server's own kinds decode the messages to it.
 
 The device's private bytes: the generator reads SHAKE-256 of the case's name
@@ -53,28 +53,28 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from shoal.client.device import wire_body
 from shoal.client.kinds import device_kind
 from shoal.client.participation import Participation
-from shoal.common import device_random, public_stream
-from shoal.common.binary_wire import decode_reports, tree_rows
 from shoal.common.bounds import PublicBound
-from shoal.common.envelope import open_sealed
-from shoal.common.hadamard import hadamard_sign
-from shoal.common.hashing import bucket_hash
 from shoal.common.kinds import dump_config, kind_name, parse_config
-from shoal.common.messages import (
+from shoal.common.kinds.tree_nets import LatticeNet, node_space
+from shoal.common.kinds.tree_randomness import PublicRandomness
+from shoal.common.mechanisms.hadamard import hadamard_sign
+from shoal.common.mechanisms.privunit import PrivUnitParams, cap_members
+from shoal.common.mechanisms.privunit_codebook import candidates
+from shoal.common.randomness import device_random, public_stream
+from shoal.common.randomness.hashing import bucket_hash
+from shoal.common.wire.binary import decode_reports, tree_rows
+from shoal.common.wire.envelope import open_sealed
+from shoal.common.wire.messages import ReportBatch
+from shoal.common.wire.models import (
     CodebookMessage,
     DeviceMessage,
     PointMessage,
-    ReportBatch,
     ShareMessage,
     SketchMessage,
     StreamMessage,
     share_array,
 )
-from shoal.common.nets import LatticeNet, node_space
-from shoal.common.privunit import PrivUnitParams, cap_members
-from shoal.common.privunit_codebook import candidates
-from shoal.common.public_random import PublicRandomness
-from shoal.common.signing import _DOMAIN, SigningKey, canonical, fingerprint, verify_config
+from shoal.common.wire.signing import _DOMAIN, SigningKey, canonical, fingerprint, verify_config
 
 CASES = 20
 COMMAND = "python -m shoal.deploy.protocol_vectors generate protocol/vectors"
@@ -366,7 +366,7 @@ def check_tree_message(message: dict[str, Any], config: Any, draws: dict[str, An
 
 
 def tree_server(message: dict[str, Any], config: Any) -> dict[str, Any]:
-    """The report as the server stores it (``binary_wire.TREE_ROW``) from the JSON and the binary body."""
+    """The report as the server stores it (``wire.binary.TREE_ROW``) from the JSON and the binary body."""
     msg = DeviceMessage.model_validate_json(plaintext(message)[0])
     row = tree_rows(ReportBatch.from_messages([msg], config)).tobytes().hex()
     out: dict[str, Any] = {"fields": msg.model_dump(mode="json"), "tree_row": row}
@@ -379,11 +379,11 @@ def tree_server(message: dict[str, Any], config: Any) -> dict[str, Any]:
 def shares_facts(name: str, config: Any, x: np.ndarray, messages: list[dict[str, Any]],
                  data: bytes) -> dict[str, Any]:
     """Secure-sum kinds: the contribution, its fixed point, the noise share, the shares."""
-    from shoal.common import secure_sum
+    from shoal.common.mechanisms import secure_sum
 
     params = config.secure_sum
     if name == "sketch":
-        from shoal.common.sketch import record_features
+        from shoal.common.mechanisms.sketch import record_features
 
         values = record_features(config.bound.to_ball(x.reshape(1, -1)), config.omega())
         pub = {"omega": array(config.omega())}
@@ -406,10 +406,10 @@ def shares_facts(name: str, config: Any, x: np.ndarray, messages: list[dict[str,
 
 
 def _contributions() -> dict[str, Callable[[np.ndarray, Any], np.ndarray]]:
-    from shoal.common import elbow_round, partition_round, refine_round
+    from shoal.common.kinds import elbow, partition, refine
 
-    return {"refine": refine_round.contributions, "partition": partition_round.contributions,
-            "elbow": elbow_round.contributions}
+    return {"refine": refine.contributions, "partition": partition.contributions,
+            "elbow": elbow.contributions}
 
 
 CONTRIBUTIONS = _contributions()
@@ -418,9 +418,9 @@ CONTRIBUTIONS = _contributions()
 def sketch_facts(config: Any, x: np.ndarray, messages: list[dict[str, Any]], data: bytes) -> dict[str, Any]:
     if config.secure_sum is not None:
         return shares_facts("sketch", config, x, messages, data)
-    from shoal.common.binary_wire import sketch_message
-    from shoal.common.messages import sketch_rows
-    from shoal.common.sketch import record_features
+    from shoal.common.mechanisms.sketch import record_features
+    from shoal.common.wire.binary import sketch_message
+    from shoal.common.wire.models import sketch_rows
 
     msg = (sketch_message(bytes.fromhex(messages[0]["binary_hex"]), config.round_id) if "binary_hex" in messages[0]
            else SketchMessage.model_validate_json(messages[0]["json"]))
@@ -434,8 +434,8 @@ def sketch_facts(config: Any, x: np.ndarray, messages: list[dict[str, Any]], dat
 
 
 def local_refine_facts(config: Any, x: np.ndarray, messages: list[dict[str, Any]], data: bytes) -> dict[str, Any]:
-    from shoal.common.local_refine_round import block_vectors
-    from shoal.common.wire_models import codebook_rows
+    from shoal.common.kinds.local_refine import block_vectors
+    from shoal.common.wire.models import codebook_rows
 
     block = block_vectors(x.reshape(1, -1), config)[0]
     msg = CodebookMessage.model_validate_json(messages[0]["json"])
@@ -452,7 +452,7 @@ def local_refine_facts(config: Any, x: np.ndarray, messages: list[dict[str, Any]
 
 
 def central_facts(config: Any, x: np.ndarray, messages: list[dict[str, Any]], data: bytes) -> dict[str, Any]:
-    from shoal.common.wire_models import point_rows
+    from shoal.common.wire.models import point_rows
 
     msg = PointMessage.model_validate_json(plaintext(messages[0])[0])
     return {"public": {}, "intermediates": {},
@@ -498,7 +498,7 @@ def make_config(kind: str, model: str, encoder: str, i: int, rnd: random.Random,
     centers /= np.maximum(1.0, np.linalg.norm(centers, axis=1, keepdims=True))
     records = 1
     if kind == "tree":
-        from shoal.common.tree_round import derive_config
+        from shoal.common.kinds.tree import derive_config
 
         extra: dict[str, Any] = {}
         if model == "shuffle":
@@ -511,7 +511,7 @@ def make_config(kind: str, model: str, encoder: str, i: int, rnd: random.Random,
             cfg = replace(cfg, root_share=0.5)
         return cfg, d, 1
     if kind == "sketch":
-        from shoal.common.sketch_round import derive_sketch_round
+        from shoal.common.kinds.sketch import derive_sketch_round
 
         size = rnd.choice([4, 8, 16]) if not big else 32
         if model == "local":
@@ -520,33 +520,33 @@ def make_config(kind: str, model: str, encoder: str, i: int, rnd: random.Random,
         return derive_sketch_round(10000, d, k, eps, bound=bound, seed=seed, model="shuffle", delta=1e-6,
                                    min_devices=MIN_DEVICES, round_id=round_id, size=size), d, 1
     if kind == "refine":
-        from shoal.common.refine_round import derive_refine
+        from shoal.common.kinds.refine import derive_refine
 
         return derive_refine("parent", centers, bound, eps, 1e-6, MIN_DEVICES, round_id=round_id,
                              split=rnd.choice([1, 1, 2]), seed=seed), d, 1
     if kind == "partition":
-        from shoal.common.partition_round import derive_partition
+        from shoal.common.kinds.partition import derive_partition
 
         return derive_partition(10000, d, k, eps, 1e-6, bound, MIN_DEVICES, seed=seed, round_id=round_id,
                                 bits=1 if big else rnd.choice([1, 2, 3])), d, 1
     if kind == "elbow":
-        from shoal.common.elbow_round import derive_elbow
+        from shoal.common.kinds.elbow import derive_elbow
 
         return derive_elbow("parent", centers, bound, rnd.choice(["kmeans", "kmedian"]), eps, 1e-6, MIN_DEVICES,
                             round_id=round_id), d, 1
     if kind == "local_refine":
-        from shoal.common.local_refine_round import derive_local_refine
+        from shoal.common.kinds.local_refine import derive_local_refine
 
         return derive_local_refine("parent", centers, bound, eps, seed, round_id=round_id,
                                    split=rnd.choice([1, 1, 2])), d, 1
     if kind == "central":
-        from shoal.common.central_round import derive_central_round
+        from shoal.common.kinds.central import derive_central_round
 
         records = rnd.choice([1, 1, 2, 3])
         return derive_central_round(10000, d, k, eps, 1e-6, bound, seed=seed, round_id=round_id,
                                     records_per_device=records), d, rnd.randint(1, records)
-    from shoal.common.continual_round import derive_continual_round
     from shoal.common.errors import ConfigError
+    from shoal.common.kinds.continual import derive_continual_round
 
     d = min(d, 8)  # a continual round keeps a dense net per level: d <= 8
     bound = PublicBound(radius=radius)

@@ -1,6 +1,6 @@
 """The non-private reference of ``shoal simulate``, kept per data file.
 
-The reference (``simulate.nonprivate_objective``: scikit-learn's and shoal's
+The reference (``evaluation.nonprivate_objective``: scikit-learn's and shoal's
 k-means on the true points) was two thirds of a ``shoal simulate`` run at
 1e6 x 100 and was computed on every run (issue 42). It is now computed only
 when asked (``--reference``), and then stored in the user's cache directory

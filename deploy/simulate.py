@@ -31,33 +31,31 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shoal.client.encoder import encode_arrays
-from shoal.common.accounting import central_guarantee, spend_left, split_spend
 from shoal.common.bounds import PublicBound
 from shoal.common.errors import ConfigError
-from shoal.common.local_refine_round import refine_devices
-from shoal.common.partition_round import REFINE_SPLIT as PARTITION_REFINE_SPLIT
-from shoal.common.partition_round import contributions as partition_contributions
-from shoal.common.partition_round import derive_partition
-from shoal.common.refine_round import (
+from shoal.common.kinds.local_refine import refine_devices
+from shoal.common.kinds.partition import REFINE_SPLIT as PARTITION_REFINE_SPLIT
+from shoal.common.kinds.partition import contributions as partition_contributions
+from shoal.common.kinds.partition import derive_partition
+from shoal.common.kinds.refine import (
     REFINE_DELTA_SHARE,
     contributions,
     derive_refine,
     first_round,
     refine_share,
 )
-from shoal.common.tree_round import EncoderChoice, derive_config
-from shoal.deploy.evaluation import (  # noqa: F401 -- simulate's names before the split
-    ball_image,
+from shoal.common.kinds.tree import EncoderChoice, derive_config
+from shoal.common.privacy.accounting import central_guarantee, spend_left, split_spend
+from shoal.deploy.evaluation import (
     blocks,
-    clipped_fraction,
-    drop_pages,
     evaluate,
     nonprivate_objective,
-    open_points,
     reference_objective,
 )
+from shoal.deploy.fresh_devices import split_population, with_local_refine
 from shoal.deploy.progress import bar
 from shoal.deploy.summed import summed_in_process
+from shoal.server.decoders.kmeans import kmeans_cost
 from shoal.server.decoders.partition import partition_centers, partition_statement
 from shoal.server.decoders.refine import refine_answer
 from shoal.server.decoders.tree.accumulate import LevelAccumulator
@@ -170,7 +168,7 @@ def simulate(
 def refine_epsilon(refine: float | str | None, points: NDArray[np.float64], k: int, epsilon: float, delta: float,
                    min_batch: int | None) -> float:
     """The refine round's eps: ``None`` none, a number that much, ``"auto"``
-    the share ``refine_round.refine_share`` picks from public parameters."""
+    the share ``kinds.refine.refine_share`` picks from public parameters."""
     if refine == "auto":
         return epsilon * refine_share(points.shape[0], points.shape[1], k, epsilon, delta, min_batch)
     try:
@@ -181,7 +179,7 @@ def refine_epsilon(refine: float | str | None, points: NDArray[np.float64], k: i
 
 def refine_share_of_devices(refine: float | str | None, points: NDArray[np.float64], k: int, epsilon: float) -> float:
     """The local model's refine: ``None`` none, a number that share of the
-    devices, ``"auto"`` ``local_refine_round.refine_devices``' rule."""
+    devices, ``"auto"`` ``kinds.local_refine.refine_devices``' rule."""
     if refine == "auto":
         return refine_devices(points.shape[0], points.shape[1], k, epsilon)
     try:
@@ -306,8 +304,6 @@ def simulate_rounds(
     if not (np.isfinite(epsilon) and epsilon > 0):
         raise ConfigError(f"epsilon must be finite and > 0, got {epsilon}")
     if refine_devices:  # the local model's refine on fresh devices (``deploy/fresh_devices.py``)
-        from shoal.deploy.fresh_devices import tree_then_local_refine  # it runs ``simulate``
-
         skip = nonprivate is None and not reference
         out = tree_then_local_refine(points, k, epsilon, encoder, bound, seed, refine_devices,
                                      float("nan") if skip else nonprivate, progress,
@@ -354,3 +350,24 @@ def simulate_rounds(
         composed={"epsilon": out["privacy"]["central_epsilon"] + e2, "delta": out["privacy"]["delta"] + d2},
     )
     return out
+
+
+def tree_then_local_refine(points: NDArray[np.float64], k: int, epsilon: float, encoder: Any, bound: PublicBound,
+                           seed: int, share: float, nonprivate: float | None, progress: bool, model: str = "local",
+                           refine_epsilon: float = 0.0) -> dict[str, Any]:
+    """``simulate_rounds`` in the local model with a refine round: the tree round
+    on a random 1 - ``share`` of the devices, the refine on the rest; the
+    objectives are on all of them."""
+    if model != "local" or refine_epsilon:
+        raise ConfigError("refine_devices is the local model's refine (fresh devices at the same eps); "
+                          "the shuffle model's refine takes refine_epsilon")
+    if not 0 < share < 1:
+        raise ConfigError(f"refine_devices must be in (0, 1), got {share}")
+
+    n = points.shape[0]
+    ball = bound.to_ball(points)
+    tree_rows, fresh_rows = split_population(n, share, seed)
+    out = simulate(points[tree_rows], k, epsilon, encoder, bound=bound, seed=seed, progress=progress,
+                   nonprivate=nonprivate_objective(ball, k, seed) if nonprivate is None else float(nonprivate))
+    out.update(model="local", n=n, trivial_objective=kmeans_cost(ball, ball.mean(axis=0, keepdims=True)) / n)
+    return with_local_refine(out, points, points[fresh_rows], bound, epsilon, seed)

@@ -11,7 +11,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shoal.common.errors import ConfigError
-from shoal.common.secure_sum import SecureSumParams, fixed_point
+from shoal.common.mechanisms.secure_sum import SecureSumParams, fixed_point
 from shoal.server.decoders.elbow import noise_totals
 
 
@@ -30,7 +30,7 @@ def summed_in_process(points: NDArray[np.float64], contributions: Callable[[NDAr
     """A secure-sum round's decoded total, in-process: every device's fixed-point
     vector made as on the device and summed exactly, the total noise of all
     their shares drawn at once (``simulated_total_noise``: the modular sum of
-    the shares is exactly this total, ``tests/common/test_secure_sum.py``)."""
+    the shares is exactly this total, ``tests/common/mechanisms/test_secure_sum.py``)."""
     n, params = points.shape[0], cfg.secure_sum
     if not params.min_devices <= n <= params.max_devices:
         raise ConfigError(f"{n} devices outside the {kind} round's [{params.min_devices}, {params.max_devices}]")

@@ -11,7 +11,7 @@ when there are enough of them (issue 12: an error after the server committed
 used to merge newcomers into a group below min_batch). Nothing but the
 sealed bytes is forwarded.
 
-Trust (``common/signing.py``): with a pinned server key (``server_key``,
+Trust (``common/wire/signing.py``): with a pinned server key (``server_key``,
 ``--server-key`` / ``SHOAL_SERVER_KEY``) the shuffler accepts only round
 configs signed by that server, and refuses device messages whose config
 digest differs from the config it verified (equivocation). A pin is
@@ -54,14 +54,18 @@ from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from shoal.common.device_cors import SHUFFLER_DEVICE_PATHS, allow_device_origins, parse_origins
-from shoal.common.environment import ServiceEnvironment
 from shoal.common.errors import ConfigError
-from shoal.common.group_commit import GroupCommit
-from shoal.common.http_edge import guard
 from shoal.common.kinds import config_kinds, kind_name
-from shoal.common.signing import TrustError, config_digest, verify_config
-from shoal.common.transport import check_url, is_loopback_host
+from shoal.common.services.device_cors import (
+    SHUFFLER_DEVICE_PATHS,
+    allow_device_origins,
+    parse_origins,
+)
+from shoal.common.services.environment import ServiceEnvironment
+from shoal.common.services.group_commit import GroupCommit
+from shoal.common.services.http_edge import guard
+from shoal.common.wire.signing import TrustError, config_digest, verify_config
+from shoal.common.wire.transport import check_url, is_loopback_host
 from shoal.shuffler.buffer import Buffer
 from shoal.shuffler.metrics import registry_for
 
@@ -92,7 +96,7 @@ class ShufflerSettings:
     max_round_age_seconds: float = 7 * 86400.0  # a round's messages are dropped this long after its first
     header_seconds: float = 10.0  # see server/edge/settings.py (SHOAL_HEADER_SECONDS, SHOAL_BODY_SECONDS)
     body_seconds: float = 30.0
-    insecure: bool = False  # allow plain http:// to a server not on this machine (common/transport.py)
+    insecure: bool = False  # allow plain http:// to a server not on this machine (common/wire/transport.py)
     pin_first_use: bool = False  # no server_key: read the server's identity once, keep it (module docstring)
     insecure_no_pin: bool = False  # no server_key and no verification: a loopback server only (tests)
     device_origins: tuple[str, ...] = ()  # SHOAL_DEVICE_ORIGINS: pages whose browser devices may submit (device_cors)

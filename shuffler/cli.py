@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from shoal.common.access_log import ID, Route, access_summary
+from shoal.common.services.access_log import ID, Route, access_summary
 
 # Every device's sealed message and health/metrics polls: one line of counts per
 # --access-summary-seconds, not one line each (issue 39).
@@ -55,9 +55,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"shoal shuffler: --access-summary-seconds must be positive, got {args.access_summary_seconds:g}",
               file=sys.stderr)
         return 2
-    from shoal.common.device_cors import parse_origins
-    from shoal.common.environment import read_environment
-    from shoal.common.http_edge import serve
+    from shoal.common.services.device_cors import parse_origins
+    from shoal.common.services.environment import read_environment
+    from shoal.common.services.http_edge import serve
     from shoal.shuffler.app import ShufflerEnvironment, ShufflerSettings, create_app
 
     try:
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     import secrets
 
-    from shoal.common.signing import pinned_key
+    from shoal.common.wire.signing import pinned_key
 
     enrol = env.enrol_token
     if not enrol:

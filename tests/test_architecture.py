@@ -166,7 +166,7 @@ def test_an_unknown_kind_is_refused_with_the_known_ones():
 
 
 def test_a_config_published_before_kinds_had_names_is_a_tree_config():
-    from shoal.common.tree_round import derive_config
+    from shoal.common.kinds.tree import derive_config
 
     data = dump_config("tree", derive_config(1000, 2, 3, 4.0))
     assert data["kind"] == "tree"
@@ -206,3 +206,47 @@ def test_shoal_version_prints_the_installed_version():
     out = subprocess.run([sys.executable, "-m", "shoal.common.cli", "--version"], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == f"shoal {version('shoal')}"
+
+
+ARCHITECTURE_PAGE = ROOT / "docs" / "concepts" / "architecture.md"
+
+
+def _kind_table() -> dict[str, list[str]]:
+    """The architecture page's "Round kinds" table: kind -> [config, device, server, decoders]."""
+    text = ARCHITECTURE_PAGE.read_text().split("## Round kinds", 1)[1]
+    rows = {}
+    for line in text.splitlines():
+        if line.startswith("| `"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            rows[cells[0].strip("`")] = cells[1:]
+        elif rows and not line.startswith("|"):
+            break
+    return rows
+
+
+def _module_of(path: str) -> str:
+    """``common/kinds/tree.py`` -> ``shoal.common.kinds.tree``; a folder ``server/decoders/tree/`` -> its package."""
+    return "shoal." + path.removesuffix("/").removesuffix(".py").replace("/", ".")
+
+
+def test_the_architecture_page_lists_every_kind_with_its_four_parts():
+    """The one place that lists each kind's parts matches the registries it describes."""
+    from importlib import import_module
+
+    from test_import_graph import import_graph
+
+    from shoal.client.kinds import _DEVICE_KINDS
+    from shoal.common.kinds import _MODULES
+
+    table = _kind_table()
+    assert set(table) == set(_MODULES) == set(_DEVICE_KINDS) == set(SERVER_KINDS)
+    graph = import_graph()
+    for name, (config, device, server, decoders) in table.items():
+        config, device, server = (c.strip("`") for c in (config, device, server))
+        assert _MODULES[name] == _module_of(config), name
+        assert _DEVICE_KINDS[name] == _module_of(device) + ":KIND", name
+        assert import_module(_module_of(server)).KIND is SERVER_KINDS[name], name
+        listed = [_module_of(d.strip().strip("`")) for d in decoders.split(",")]
+        imported = {m for m in graph[_module_of(server)] if m.startswith("shoal.server.decoders.")}
+        assert all(any(m == d or m.startswith(d + ".") for d in listed) for m in imported), (name, imported)
+        assert all(any(m == d or m.startswith(d + ".") for m in imported) for d in listed), (name, listed)

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from shoal.deploy.bench.scratch_schema import PG_URL, scratch_schema
-from shoal.deploy.sim import free_port, wait_healthy
+from shoal.deploy.processes import free_port, wait_healthy
 
 __all__ = ["PG_URL", "free_port", "pg_schema", "run_schemathesis", "send_until_killed", "spawn_server",
            "stored_message_ids", "wait_healthy"]
@@ -105,7 +105,7 @@ def done_tree_round(server, points, **body_changes) -> tuple[str, dict]:
     over the server's socket: its id and result (refine rounds open on it).
     ``body_changes`` replace fields of the POST /rounds body."""
     from shoal.client.encoder import encode_arrays
-    from shoal.common.tree_round import config_from_dict
+    from shoal.common.kinds.tree import config_from_dict
 
     body = {"k": 3, "dim": points.shape[1], "epsilon": 8.0, "n_expected": points.shape[0], "encoder": "lsh"}
     body.update(body_changes)
@@ -129,8 +129,8 @@ def send_shares(server, round_json, points, seed=0) -> None:
 
     from shoal.client.kinds import device_kind
     from shoal.common.kinds import kind_name, parse_config
-    from shoal.common.messages import sealed_share_parts
-    from shoal.common.secure_sum import encode_devices
+    from shoal.common.mechanisms.secure_sum import encode_devices
+    from shoal.common.wire.messages import sealed_share_parts
 
     cfg = parse_config(round_json["config"])
     contributions = device_kind(kind_name(round_json["config"])).contributions

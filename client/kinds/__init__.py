@@ -1,4 +1,4 @@
-"""The device half of every round kind (``common/kinds.py`` explains the three halves).
+"""The device half of every round kind (``common/kinds/__init__.py`` explains the three halves).
 
 A device kind says what taking part costs (the ledger's :class:`Spend`) and
 builds the one message a device sends; for the simulator it also encodes

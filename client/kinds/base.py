@@ -11,7 +11,7 @@ import numpy as np
 from shoal.client.ledger import Spend
 from shoal.client.participation import Participation
 
-if TYPE_CHECKING:  # the device path never loads pydantic (``common/messages.py``)
+if TYPE_CHECKING:  # the device path never loads pydantic (``common/wire/messages.py``)
     from pydantic import BaseModel
 
 

@@ -14,17 +14,18 @@ import numpy as np
 from shoal.client.kinds.base import Simulated
 from shoal.client.ledger import Spend
 from shoal.client.participation import Participation
-from shoal.common.central_round import NAME, CentralConfig
 from shoal.common.errors import ConfigError
-from shoal.common.messages import device_json, new_message_id
+from shoal.common.kinds.central import NAME, CentralConfig
+from shoal.common.wire.fields import new_message_id
+from shoal.common.wire.messages import device_json
 
 if TYPE_CHECKING:
-    from shoal.common.messages import PointMessage
+    from shoal.common.wire.models import PointMessage
 
 
 def _messages(config: CentralConfig, points: np.ndarray, per_device: int = 1) -> list[PointMessage]:
     """One message per device: consecutive groups of ``per_device`` rows."""
-    from shoal.common.messages import PointMessage
+    from shoal.common.wire.models import PointMessage
 
     ball = config.bound.to_ball(np.asarray(points, dtype=np.float64).reshape(-1, config.dim)).tolist()
     return [PointMessage(round_id=config.round_id, message_id=new_message_id(), points=ball[lo:lo + per_device])

@@ -17,13 +17,14 @@ import numpy as np
 from shoal.client.kinds.base import Simulated
 from shoal.client.ledger import Spend
 from shoal.client.participation import Participation
-from shoal.common.continual_round import NAME, ContinualConfig
-from shoal.common.device_random import token_bytes
 from shoal.common.errors import ConfigError
-from shoal.common.messages import device_json, new_message_id
+from shoal.common.kinds.continual import NAME, ContinualConfig
+from shoal.common.randomness.device_random import token_bytes
+from shoal.common.wire.fields import new_message_id
+from shoal.common.wire.messages import device_json
 
 if TYPE_CHECKING:
-    from shoal.common.messages import StreamMessage
+    from shoal.common.wire.models import StreamMessage
 
 
 def new_item() -> str:
@@ -33,7 +34,7 @@ def new_item() -> str:
 
 def insertions(config: ContinualConfig, points: np.ndarray, items: list[str]) -> list[StreamMessage]:
     """One insertion per row of ``points`` (clipped into the bound, mapped into the unit ball)."""
-    from shoal.common.messages import StreamMessage
+    from shoal.common.wire.models import StreamMessage
 
     ball = config.bound.to_ball(np.asarray(points, dtype=np.float64).reshape(-1, config.dim)).tolist()
     return [StreamMessage(round_id=config.round_id, message_id=new_message_id(), op="insert", item=item, point=p)
@@ -41,7 +42,7 @@ def insertions(config: ContinualConfig, points: np.ndarray, items: list[str]) ->
 
 
 def deletions(config: ContinualConfig, items: list[str]) -> list[StreamMessage]:
-    from shoal.common.messages import StreamMessage
+    from shoal.common.wire.models import StreamMessage
 
     return [StreamMessage(round_id=config.round_id, message_id=new_message_id(), op="delete", item=item)
             for item in items]

@@ -1,4 +1,4 @@
-"""Taking part in a local refine round (``common/local_refine_round.py``): one
+"""Taking part in a local refine round (``common/kinds/local_refine.py``): one
 codebook PrivUnit report of the device's block vector, eps-LDP, sent
 directly to the server. Fresh devices only: the ledger
 refuses it to a device that answered the parent round or a sibling."""
@@ -13,20 +13,21 @@ import numpy as np
 from shoal.client.kinds.base import Simulated
 from shoal.client.ledger import Spend
 from shoal.client.participation import Participation
-from shoal.common import device_random
-from shoal.common.local_refine_round import NAME, LocalRefineConfig, block_vectors
-from shoal.common.messages import device_json, new_message_id
-from shoal.common.privunit import select
+from shoal.common.kinds.local_refine import NAME, LocalRefineConfig, block_vectors
+from shoal.common.mechanisms.privunit import select
+from shoal.common.randomness import device_random
+from shoal.common.wire.fields import new_message_id
+from shoal.common.wire.messages import device_json
 
 if TYPE_CHECKING:
-    from shoal.common.messages import CodebookMessage
+    from shoal.common.wire.models import CodebookMessage
 
 
 def codebook_messages(points: np.ndarray, config: LocalRefineConfig,
                       rng: np.random.Generator | None = None) -> list[CodebookMessage]:
     """Each device's report; device randomness from the OS unless ``rng`` is given (tests)."""
     rng = rng if rng is not None else device_random.generator()  # device-private: OS entropy (secrets)
-    from shoal.common.messages import CodebookMessage
+    from shoal.common.wire.models import CodebookMessage
 
     nonces, index = select(block_vectors(points, config), config.privunit, config.codebook_key, rng)
     return [CodebookMessage(round_id=config.round_id, message_id=new_message_id(), nonce=f"{int(n):016x}",

@@ -14,7 +14,7 @@ from shoal.client.encoder import device_rng
 from shoal.client.kinds.base import Simulated
 from shoal.client.ledger import Spend
 from shoal.client.participation import Participation
-from shoal.common.secure_sum import encode_devices
+from shoal.common.mechanisms.secure_sum import encode_devices
 
 
 class SharesDevice:

@@ -13,9 +13,9 @@ from shoal.client.kinds.base import Simulated
 from shoal.client.ledger import Spend
 from shoal.client.participation import Participation
 from shoal.client.sketch_encoder import sketch_body, sketch_messages, sketch_shares
-from shoal.common.binary_wire import recorded_binary
 from shoal.common.errors import ConfigError
-from shoal.common.sketch_round import NAME, SketchRoundConfig
+from shoal.common.kinds.sketch import NAME, SketchRoundConfig
+from shoal.common.wire.binary import recorded_binary
 
 
 class SketchDevice:

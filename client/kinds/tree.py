@@ -12,7 +12,7 @@ from shoal.client.encoder import encode_arrays, tree_json
 from shoal.client.kinds.base import Simulated
 from shoal.client.ledger import Spend
 from shoal.client.participation import Participation
-from shoal.common.tree_round import NAME, RoundConfig
+from shoal.common.kinds.tree import NAME, RoundConfig
 
 
 class TreeDevice:

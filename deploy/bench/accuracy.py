@@ -9,41 +9,33 @@ import argparse
 import copy
 import json
 import os
-import platform
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from shoal.common.hadamard_response import (
+from shoal.common.kinds.local_refine import refine_devices
+from shoal.common.kinds.tree import derive_config, duchi_mean_variance
+from shoal.common.kinds.tree_randomness import PublicRandomness
+from shoal.common.mechanisms.hadamard_response import (
     HadamardResponseParams,
     estimate_all_counts,
     randomise_signs,
 )
-from shoal.common.hashing import bucket_hash, mix64
-from shoal.common.local_hashing import LocalHashingParams, optimal_buckets, randomise_buckets
-from shoal.common.local_refine_round import refine_devices
-from shoal.common.public_random import PublicRandomness
-from shoal.common.tree_round import derive_config, duchi_mean_variance
+from shoal.common.mechanisms.local_hashing import (
+    LocalHashingParams,
+    optimal_buckets,
+    randomise_buckets,
+)
+from shoal.common.randomness.hashing import bucket_hash, mix64
+from shoal.deploy.bench.results import machine
 from shoal.deploy.datasets import Dataset, load_letter, load_uber, paper_mixture, skewed_box
+from shoal.deploy.evaluation import nonprivate_objective
 from shoal.deploy.progress import bar, say
-from shoal.deploy.simulate import nonprivate_objective, simulate, simulate_rounds
+from shoal.deploy.simulate import simulate, simulate_rounds
 from shoal.server.decoders.tree.accumulate import LevelAccumulator
 from shoal.server.decoders.tree.oracles import FrequencyOracle
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}"
 
 
 def oracle_bench(n: int, eps: float, seed: int = 0, items: int = 1000, zipf: float = 1.1) -> dict[str, Any]:

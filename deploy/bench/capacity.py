@@ -39,12 +39,12 @@ from pathlib import Path
 from typing import Any
 
 from shoal.client.encoder import encode_arrays
-from shoal.common.binary_wire import CONTENT_TYPE, encode_reports
-from shoal.deploy.bench.accuracy import machine
+from shoal.common.wire.binary import CONTENT_TYPE, encode_reports
+from shoal.deploy.bench.results import machine
 from shoal.deploy.bench.scratch_schema import PG_URL, scratch_schema
 from shoal.deploy.bench.services import create_round, stored
 from shoal.deploy.datasets import city_locations
-from shoal.deploy.sim import Services
+from shoal.deploy.processes import Services
 
 
 def _reset(url: str) -> None:
@@ -76,7 +76,7 @@ def _spread(services: Services, path: str, bodies: list[str], connections: int, 
             "statuses": statuses, "p99_ms": max(o["latency_ms"]["p99"] for o in outs)}
 
 
-RECORD_BYTES = 38  # a tree report's binary record (common/binary_wire.py)
+RECORD_BYTES = 38  # a tree report's binary record (common/wire/binary.py)
 
 
 def append_floor(reports: int, folder: Path, per_commit: int = 1000) -> float:

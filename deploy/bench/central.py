@@ -1,7 +1,7 @@
 """``shoal bench --model central``: shoal's central algorithms beside Google's and IBM's.
 
 Issue 17, item 5. For each dataset, central eps (delta = 1e-6) and seed, in
-one run: shoal's ``fit`` (the default rule of ``central_round.choose_algorithm``
+one run: shoal's ``fit`` (the default rule of ``kinds.central.choose_algorithm``
 and both algorithms by name), Google's central LSH clustering
 (``learning/clustering`` of google/differential-privacy, not on PyPI: give
 ``--google-path`` to a checkout's ``learning`` folder; it needs
@@ -29,8 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from shoal.deploy.bench.accuracy import machine
-from shoal.deploy.bench.results import write_results
+from shoal.deploy.bench.results import machine, write_results
 from shoal.deploy.datasets import (
     Dataset,
     balcan_mixture,
@@ -111,7 +110,7 @@ def _peak_mb() -> float:
 
 
 def _reference(name: str, n: int, seed: int, data_dir: str, smoke: bool) -> dict[str, float]:
-    from shoal.deploy.simulate import nonprivate_objective
+    from shoal.deploy.evaluation import nonprivate_objective
     from shoal.server.decoders.kmeans import kmeans_cost
 
     ds = _dataset(name, n, seed, Path(data_dir), smoke)
@@ -164,7 +163,7 @@ def run_central_bench(args: argparse.Namespace) -> int:
     header = (f"machine: {machine()}; seeds {','.join(map(str, seeds))} (means; generated sets are redrawn per seed); "
               f"delta={DELTA:g} (diffprivlib: pure eps); every run its own process (peak RSS: while the method ran, "
               "its input resident); "
-              "shoal = fit with the default rule (central_round.choose_algorithm)")
+              "shoal = fit with the default rule (kinds.central.choose_algorithm)")
     print("shoal bench --model central:", header, flush=True)
     rows: list[dict[str, Any]] = []
     refs: dict[tuple[str, int, int], dict[str, float]] = {}

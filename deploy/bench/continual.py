@@ -33,10 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from shoal.common.central_round import derive_central
-from shoal.common.continual_round import ContinualParams
-from shoal.deploy.bench.accuracy import machine
-from shoal.deploy.bench.results import write_results
+from shoal.common.kinds.central import derive_central
+from shoal.common.kinds.continual import ContinualParams
+from shoal.deploy.bench.results import machine, write_results
 from shoal.deploy.bench.step_close import close_costs, close_markdown
 from shoal.deploy.continual_stream import drifting_stream
 from shoal.server.decoders.central.pipeline import central_kmeans

@@ -25,9 +25,9 @@ import numpy as np
 
 from shoal.client.encoder import encode_arrays
 from shoal.common.kinds import dump_config
-from shoal.common.messages import new_message_id
-from shoal.common.tree_round import derive_config
-from shoal.deploy.bench.accuracy import machine
+from shoal.common.kinds.tree import derive_config
+from shoal.common.wire.fields import new_message_id
+from shoal.deploy.bench.results import machine
 from shoal.deploy.datasets import paper_mixture
 
 ROUND = "decode-memory"
@@ -62,7 +62,7 @@ def high_water_mb() -> float:
 
 def decode_once(path: str, chunked: bool) -> dict[str, Any]:
     """Decode the stored round as the service does (``RoundService.cluster``)."""
-    from shoal.common.tree_round import config_from_dict
+    from shoal.common.kinds.tree import config_from_dict
     from shoal.server.decoders.tree.accumulate import LevelAccumulator
     from shoal.server.decoders.tree.decoder import TreeDecoder
     from shoal.server.storage.sqlite import SQLiteStore

@@ -4,7 +4,7 @@ DESIGN.md ("Protocol: devices in any language") measures a device's cost
 against a floor a phone pays whatever the protocol: one random draw of the
 dimension of the kind's report vector (d; k(d + 1) for a local refine
 round's block vector; 2m reals for a sketch) plus one sealed message
-(``common/envelope.py``: an ephemeral X25519 key agreement, HKDF-SHA256
+(``common/wire/envelope.py``: an ephemeral X25519 key agreement, HKDF-SHA256
 and ChaCha20-Poly1305 of the message). Both are measured in the same run
 as the kinds, on the same machine.
 
@@ -40,13 +40,13 @@ from typing import Any
 import numpy as np
 
 DIM, K, EPS, DELTA, N_EXPECTED = 100, 8, 1.0, 1e-6, 1_000_000
-CONTINUAL_DIM = 2  # a continual round keeps a dense net per level (``continual_round``): low dimension only
+CONTINUAL_DIM = 2  # a continual round keeps a dense net per level (``kinds/continual.py``): low dimension only
 
 
 def _cases() -> list[tuple[str, str, str, Any]]:
     """(label, kind name, model, config) of every kind a device can answer, at d = DIM."""
     from shoal.common.bounds import PublicBound
-    from shoal.common.elbow_round import derive_elbow
+    from shoal.common.kinds.elbow import derive_elbow
     from shoal.server.rounds.kinds import RefineRequest, RoundRequest, for_encoder, server_kind
 
     bound = PublicBound(radius=1.0)
@@ -88,7 +88,7 @@ def report_dim(name: str, config: Any) -> int:
 def _floor(dim: int, key: bytes, message: bytes, round_id: str, seals: int = 1) -> Callable[[], bytes]:
     """One draw of ``dim`` reals from OS-seeded randomness plus ``seals`` seals of ``message``."""
     from shoal.client.encoder import device_rng
-    from shoal.common.envelope import seal
+    from shoal.common.wire.envelope import seal
 
     def run() -> bytes:
         device_rng().standard_normal(dim)
@@ -128,7 +128,7 @@ def measure(repeats: int) -> list[dict[str, Any]]:
     """One row per kind: {kind, model, dim, bytes, ms, floor_ms, ratio} (+ median_ms, floor_median_ms)."""
     from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-    from shoal.common.envelope import public_key_bytes
+    from shoal.common.wire.envelope import public_key_bytes
 
     key = public_key_bytes(X25519PrivateKey.generate().public_key())
     x = np.random.default_rng(1).uniform(-0.5, 0.5, DIM)
@@ -204,7 +204,7 @@ def import_costs(runs: int = 3) -> dict[str, float]:
 
 
 def markdown(rows: list[dict[str, Any]], imports: dict[str, float], repeats: int) -> str:
-    from shoal.deploy.bench.accuracy import machine
+    from shoal.deploy.bench.results import machine
 
     lines = ["# shoal bench --device", "",
              f"machine: {machine()}; d = {DIM}, k = {K}, eps = {EPS:g}, n_expected = {N_EXPECTED:,}; "

@@ -27,8 +27,8 @@ import numpy as np
 
 from shoal.common.cost_drops import prefix_costs
 from shoal.common.errors import ConfigError
-from shoal.common.nets import LatticeNet, node_space
-from shoal.common.tree_round import RoundConfig
+from shoal.common.kinds.tree import RoundConfig
+from shoal.common.kinds.tree_nets import LatticeNet, node_space
 from shoal.server.decoders.greedy_order import coreset_elbow
 from shoal.server.decoders.tree.greedy_centers import Coreset
 

@@ -36,7 +36,7 @@ issue's second elbow measurement: the paper generator (k_true = 8, d =
 100) at n = ``--ns`` (default 1e6) asked for k = 16, central eps 1, delta
 1e-6 in all: a nettree round (one batch of all n, ``tree.centers =
 "greedy"``) at 1 - ``ELBOW_SHARE`` of it, then an elbow round
-(``common/elbow_round.py``) on its ordered centers at ``ELBOW_SHARE``,
+(``common/kinds/elbow.py``) on its ordered centers at ``ELBOW_SHARE``,
 whose curve and band are checked against the data's cost of the same
 centers; devices are simulated by the encoder's
 simulation path (``encode_arrays(..., wire=False)``: the decoded vectors
@@ -61,14 +61,13 @@ from typing import Any
 import numpy as np
 
 from shoal.client.encoder import encode_arrays
-from shoal.common.central_round import derive_central
 from shoal.common.cost_drops import prefix_costs
-from shoal.common.elbow_round import ELBOW_DELTA_SHARE, ELBOW_SHARE, derive_elbow, elbow_budget
-from shoal.common.elbow_round import contributions as elbow_contributions
-from shoal.common.tree_round import derive_config
-from shoal.deploy.bench.accuracy import machine
+from shoal.common.kinds.central import derive_central
+from shoal.common.kinds.elbow import ELBOW_DELTA_SHARE, ELBOW_SHARE, derive_elbow, elbow_budget
+from shoal.common.kinds.elbow import contributions as elbow_contributions
+from shoal.common.kinds.tree import derive_config
 from shoal.deploy.bench.elbow_band import exact_curves, plot_elbows
-from shoal.deploy.bench.results import write_results
+from shoal.deploy.bench.results import machine, write_results
 from shoal.deploy.datasets import Dataset, load_letter, load_uber, paper_mixture
 from shoal.deploy.summed import summed_in_process
 from shoal.server.decoders.central.lift import Merged, reduce_parts
@@ -152,7 +151,7 @@ def tree_rows(sets: list[tuple[str, Dataset, tuple[float, ...]]], seeds: tuple[i
               model: str = "local") -> list[dict[str, Any]]:
     """Per dataset, eps and seed: a nettree round (config seed and device draws from the seed)
     decoded both ways. Devices by the encoder's simulation path (``wire=False``: the wire path's
-    distribution, ``tests/common/test_privunit.py``; the wire path is 24 s against 2 s at n = 1e4,
+    distribution, ``tests/common/mechanisms/test_privunit.py``; the wire path is 24 s against 2 s at n = 1e4,
     d = 100). ``model="shuffle"``: central eps, delta 1e-6, one batch of all n."""
     rows = []
     for name, ds, eps_list in sets:
@@ -308,7 +307,7 @@ def _markdown(elbow: list[dict[str, Any]], objective: list[dict[str, Any]], seed
 def shuffle_elbow_rows(n: int, seeds: tuple[int, ...]) -> list[dict[str, Any]]:
     """Per seed: a greedy tree round at (1 - ELBOW_SHARE) of central (1, DELTA), its
     coreset elbow checked by ``elbow_band.exact_curves``, then an elbow round
-    (``common/elbow_round.py``) at ELBOW_SHARE on its ordered centers, summed
+    (``common/kinds/elbow.py``) at ELBOW_SHARE on its ordered centers, summed
     in-process (``deploy/summed.py``: the devices' fixed-point drops exactly, the
     total noise of their shares at once), against the data's cost of the same centers."""
     rows = []

@@ -1,13 +1,29 @@
 """Where a benchmark's committed results go: ``tests/bench/results/NAME.md``
-(the printed tables) and ``NAME.json`` (the rows, with the machine)."""
+(the printed tables) and ``NAME.json`` (the rows, with the machine), and the
+machine line every benchmark's table states (``machine``)."""
 
 from __future__ import annotations
 
 import json
+import os
+import platform
 from pathlib import Path
 from typing import Any
 
-from shoal.deploy.bench.accuracy import machine
+import numpy as np
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}"
 
 
 def write_results(out: Path, name: str, text: str, data: dict[str, Any]) -> None:

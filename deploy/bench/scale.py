@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from shoal.deploy.bench.accuracy import machine
+from shoal.deploy.bench.results import machine
 
 ROUND_K, ROUND_EPS = 8, 4.0
 FULL = ((100_000, 100), (1_000_000, 100), (10_000_000, 100), (1_000_000, 10), (100_000_000, 10))
@@ -119,7 +119,7 @@ class Cluster:
     """A ``dask scheduler`` and ``dask worker --nworkers W --nthreads 1`` on 127.0.0.1."""
 
     def __init__(self, workers: int) -> None:
-        from shoal.deploy.sim import free_port
+        from shoal.deploy.processes import free_port
 
         self.address = f"tcp://127.0.0.1:{free_port()}"
         bin_dir = Path(sys.executable).parent
@@ -139,7 +139,7 @@ class Cluster:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        from shoal.deploy.sim import stop_processes
+        from shoal.deploy.processes import stop_processes
 
         stop_processes(self.procs[::-1], timeout=30)
 

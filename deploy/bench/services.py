@@ -35,12 +35,12 @@ from typing import Any
 import httpx
 
 from shoal.client.encoder import encode_arrays
-from shoal.common.binary_wire import CONTENT_TYPE, encode_reports
-from shoal.common.tree_round import config_from_dict
-from shoal.deploy.bench.accuracy import machine
+from shoal.common.kinds.tree import config_from_dict
+from shoal.common.wire.binary import CONTENT_TYPE, encode_reports
+from shoal.deploy.bench.results import machine
 from shoal.deploy.bench.wrk_load import run_wrk, wrk_path
 from shoal.deploy.datasets import city_locations
-from shoal.deploy.sim import Services
+from shoal.deploy.processes import Services
 
 
 def create_round(services: Services, n: int) -> tuple[str, Any]:
@@ -100,7 +100,7 @@ def _pairs(smoke: bool) -> list[tuple[str, int, int]]:
 
 def _batch_pair(services: Services, tmp: Path, reports: int, batch: int, connections: int,
                 problems: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """JSON batches, then the same reports' binary form (common/binary_wire.py), each to a round of its own."""
+    """JSON batches, then the same reports' binary form (common/wire/binary.py), each to a round of its own."""
     rid, cfg = create_round(services, reports)
     msgs = _messages_json(reports, cfg, seed=1)
     bodies = ['{"messages":[' + ",".join(msgs[i:i + batch]) + "]}" for i in range(0, reports, batch)]
@@ -205,7 +205,7 @@ def _batch_lines(rows: dict[str, Any]) -> list[str]:
     lines = []
     for pair in rows["pairs"]:
         for key, label in (("batch", "batch ingestion, {} per POST"),
-                           ("binary", "binary batch ingestion, {} per POST (common/binary_wire.py)")):
+                           ("binary", "binary batch ingestion, {} per POST (common/wire/binary.py)")):
             r = rows[f"{key}_{pair}"]
             lines.append(f"| {label.format(r['batch'])} | {r['requests']} | {r['concurrency']} | {r['seconds']:.1f} | "
                          f"{r['reports_per_second']:.0f} | {r['latency_ms']['p50']:.0f} | {r['latency_ms']['p99']:.0f} | "

@@ -21,10 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from shoal.common.refine_round import REFINE_DELTA_SHARE
-from shoal.common.refine_round import refine_share as share_rule
-from shoal.deploy.bench.accuracy import machine
-from shoal.deploy.bench.results import write_results
+from shoal.common.kinds.refine import REFINE_DELTA_SHARE
+from shoal.common.kinds.refine import refine_share as share_rule
+from shoal.deploy.bench.results import machine, write_results
 from shoal.deploy.datasets import (
     Dataset,
     load_letter,
@@ -51,7 +50,7 @@ def _row(ds: Dataset, variant: str, seed: int, eps: float, delta: float, objecti
 def compare(ds: Dataset, eps: float, delta: float, seed: int = 0, encoder: str = "auto",
             refine_share: float | None = None, nonprivate: float | None = None) -> list[dict[str, Any]]:
     """The three variants on one dataset at central (eps, delta); the refine
-    round's share of eps is ``refine_round.refine_share``'s unless given."""
+    round's share of eps is ``kinds.refine.refine_share``'s unless given."""
     n = int(ds.points.shape[0])
     if refine_share is None:
         refine_share = share_rule(n, int(ds.points.shape[1]), ds.k, eps, delta)
@@ -128,7 +127,7 @@ def run_shuffle_bench(args: argparse.Namespace) -> int:
     overlap = overlapping_mixture(seed=0)
     reals.append(Dataset(overlap.name, overlap.points[:5000], overlap.k, overlap.bound) if args.smoke else overlap)
     names = ["paper-mixture"] + [r.name.split("-n")[0] for r in reals]
-    rule = "refine_round.refine_share's rule" if share is None else f"{share:g} of eps"
+    rule = "kinds.refine.refine_share's rule" if share is None else f"{share:g} of eps"
     header = (f"machine: {machine()}; seeds {','.join(map(str, seeds))} (means; the paper generator is redrawn per seed); "
               f"encoder auto (the table names its choice per variant); delta={delta:g}; shuffle batch = n (one release "
               f"per round); refine gets {rule} and {REFINE_DELTA_SHARE:g} of delta (basic composition)")

@@ -23,7 +23,7 @@ pycle is imported only if installed (the benchmark environment; never a
 dependency of shoal): ``pip install pycle`` beside shoal. The shuffle-model
 rows add the secure-sum total directly (sum of the devices' fixed-point
 vectors plus one discrete Laplace draw per coordinate, the exact law of
-the sum of the noise shares before clipping, tests/common/test_secure_sum.py);
+the sum of the noise shares before clipping, tests/common/mechanisms/test_secure_sum.py);
 splitting into shares is the identity mod q and is exercised end to end
 in the services tests.
 """
@@ -41,8 +41,8 @@ from numpy.typing import NDArray
 from threadpoolctl import threadpool_limits
 
 from shoal.common.bounds import PublicBound
-from shoal.common.secure_sum import SecureSumParams, decode_total, fixed_point
-from shoal.common.sketch import (
+from shoal.common.mechanisms.secure_sum import SecureSumParams, decode_total, fixed_point
+from shoal.common.mechanisms.sketch import (
     SketchParams,
     default_scales,
     default_size,
@@ -57,8 +57,7 @@ from shoal.common.sketch import (
     signal_power,
     sketch_from_sum,
 )
-from shoal.deploy.bench.accuracy import machine
-from shoal.deploy.bench.results import write_results
+from shoal.deploy.bench.results import machine, write_results
 from shoal.deploy.datasets import Dataset, load_uber, paper_mixture
 from shoal.server.decoders.kmeans import kmeans_cost, weighted_kmeans
 from shoal.server.decoders.sketch.clompr import clompr

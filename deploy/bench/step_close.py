@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from shoal.common.messages import new_message_id
+from shoal.common.wire.fields import new_message_id
 from shoal.server.decoders.continual.events import (
     DELETE,
     HEAD,

@@ -7,7 +7,7 @@ of what a device sends:
 
 - ``direct JSON``: the report's JSON body to ``POST /rounds/{id}/reports``;
 - ``binary``: its record in a ``POST /rounds/{id}/reports/binary`` batch
-  (``common/binary_wire.py``; tree rounds only);
+  (``common/wire/binary.py``; tree rounds only);
 - ``to the shuffler``: the submission to the shuffler (the report sealed
   to the server, base64, in JSON; a secure-sum device's ``s`` sealed
   shares in one submission);
@@ -23,7 +23,7 @@ next to the rule's reproduction of Balle, Bell, Gascon, Nissim's published
 operating point (n = 1e4 parties, 32-bit values, statistical security
 2^-40 -> 12 messages; "Improved summation from shuffling", 2019, whose
 analysis is the one in their CCS'20 paper). Their theorem's exact
-constant could not be read offline (``common/secure_sum.py``), so no
+constant could not be read offline (``common/mechanisms/secure_sum.py``), so no
 other point of theirs is claimed here.
 """
 
@@ -38,12 +38,11 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from shoal.client.kinds import device_kind
 from shoal.client.participation import Participation
-from shoal.common.binary_wire import RECORD
 from shoal.common.bounds import PublicBound
-from shoal.common.envelope import public_key_bytes
-from shoal.common.secure_sum import MIN_SIGMA, shares_rule
-from shoal.deploy.bench.accuracy import machine
-from shoal.deploy.bench.results import write_results
+from shoal.common.mechanisms.secure_sum import MIN_SIGMA, shares_rule
+from shoal.common.wire.binary import RECORD
+from shoal.common.wire.envelope import public_key_bytes
+from shoal.deploy.bench.results import machine, write_results
 from shoal.server.rounds.kinds import RefineRequest, RoundRequest, for_encoder, server_kind
 
 DEVICES = 200

@@ -1,4 +1,4 @@
-"""Decoding an elbow round (``common/elbow_round.py``): every k' cost of an
+"""Decoding an elbow round (``common/kinds/elbow.py``): every k' cost of an
 ordered answer from the released drops, a band that covers all of them at
 once, and the suggested k'. Pure numpy, post-processing of the noisy total
 and of public parameters.
@@ -29,7 +29,7 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.secure_sum import SecureSumParams
+from shoal.common.mechanisms.secure_sum import SecureSumParams
 
 ELBOW_RATIO = 0.5  # suggested k': its drop is at least this share of cost(k') ...
 GAIN_SDS = 3.0  # ... and this many standard deviations of the drop's noise

@@ -1,4 +1,4 @@
-"""Decoding a local refine round (``common/local_refine_round.py``): the sum
+"""Decoding a local refine round (``common/kinds/local_refine.py``): the sum
 of the reports' unbiased PrivUnit decodes, then S_j / N_j per block, and for
 a split round the candidates' means reduced to the parent's k centers by
 weighted k-means. Pure numpy, post-processing of eps-LDP reports."""
@@ -10,12 +10,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.local_refine_round import (
+from shoal.common.kinds.local_refine import (
     LocalRefineConfig,
     decoded_sum,
     refined_centers,
 )
-from shoal.common.threats import local_guarantee
+from shoal.common.privacy.threats import local_guarantee
 from shoal.server.decoders.kmeans import reduce_weighted
 
 

@@ -1,4 +1,4 @@
-"""Decoding a partition round (``common/partition_round.py``): the kept buckets'
+"""Decoding a partition round (``common/kinds/partition.py``): the kept buckets'
 means clustered by weighted k-means, and the round's privacy statement. Pure numpy."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.partition_round import PartitionConfig, bucket_means
-from shoal.common.threats import secure_sum_guarantee
+from shoal.common.kinds.partition import PartitionConfig, bucket_means
+from shoal.common.privacy.threats import secure_sum_guarantee
 from shoal.server.decoders.kmeans import reduce_weighted
 
 

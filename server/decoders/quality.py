@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shoal.common.bounds import bound_to_dict
-from shoal.common.tree_round import RoundConfig
+from shoal.common.kinds.tree import RoundConfig
 
 # Centers closer than this (unit ball) are reported as one.
 DISTINCT_TOL = 1e-9

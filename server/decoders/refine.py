@@ -1,4 +1,4 @@
-"""Decoding a refine round (``common/refine_round.py``): one Lloyd step from
+"""Decoding a refine round (``common/kinds/refine.py``): one Lloyd step from
 the decoded sums, and, for a split round, the candidates' means reduced to
 the parent's k centers by weighted k-means. Pure numpy, post-processing."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.refine_round import RefineConfig, refined_centers
+from shoal.common.kinds.refine import RefineConfig, refined_centers
 from shoal.server.decoders.kmeans import reduce_weighted
 
 

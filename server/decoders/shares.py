@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.secure_sum import SecureSumParams, add_shares, decode_total
+from shoal.common.mechanisms.secure_sum import SecureSumParams, add_shares, decode_total
 
 
 class ShareTotal:

@@ -24,14 +24,9 @@ from pydantic import (
 )
 
 from shoal.common.bounds import PublicBound
-from shoal.common.continual_round import MAX_HORIZON
-from shoal.common.messages import (
-    MAX_RECORDS,
-    CodebookMessage,
-    DeviceMessage,
-    PointMessage,
-    SketchMessage,
-)
+from shoal.common.kinds.base import MAX_RECORDS
+from shoal.common.kinds.continual import MAX_HORIZON
+from shoal.common.wire.models import CodebookMessage, DeviceMessage, PointMessage, SketchMessage
 from shoal.server.rounds.kinds import ElbowRequest, RefineRequest, RoundRequest
 
 
@@ -127,7 +122,7 @@ class CentralTuningIn(BaseModel):
 
 
 class ContinualTuningIn(BaseModel):
-    """A continual round's parameters (``common/continual_round.py``)."""
+    """A continual round's parameters (``common/kinds/continual.py``)."""
 
     model_config = ConfigDict(extra="forbid")
     horizon: int = Field(ge=1, le=MAX_HORIZON, description="steps the round releases (the budget covers them all)")
@@ -145,14 +140,14 @@ class CreateRoundIn(BaseModel):
     n_expected: int = Field(ge=1, le=10**9)
     encoder: Literal["auto", "lsh", "nettree", "sketch", "partition"] = Field(
         "auto", description=("auto: nettree or lsh by a measured rule from (n_expected, dim, k, the device's epsilon) "
-                             "(common/encoder_rule.py); the round's config says which. "
-                             "sketch: scrambled compressive sketches decoded by CL-OMPR (common/sketch_round.py). "
+                             "(common/kinds/encoder_rule.py); the round's config says which. "
+                             "sketch: scrambled compressive sketches decoded by CL-OMPR (common/kinds/sketch.py). "
                              "partition (shuffle model): per-bucket secure sums over a public LSH partition, "
-                             "central noise, no local guarantee (common/partition_round.py); auto never picks it"))
+                             "central noise, no local guarantee (common/kinds/partition.py); auto never picks it"))
     model: Literal["local", "shuffle", "central"] = Field(
         "local", description=("shuffle: epsilon/delta are the central target for batches of >= min_batch; "
                               "central: the server is the curator (devices seal raw points to it; "
-                              "common/central_round.py)"))
+                              "common/kinds/central.py)"))
     algorithm: Literal["auto", "maxcover-000", "maxcover-003", "gridhist", "greedy-001", "continual"] | None = Field(
         None, description=("central model only: seed 000's or seed 003's private max coverage, seed 000's "
                            "pipeline with a thresholded histogram cover (gridhist), or seed 001's greedy "
@@ -245,7 +240,7 @@ class ResultVersionOut(BaseModel):
 
 
 class ElbowIn(BaseModel):
-    """An elbow round on a done round's ordered centers (``common/elbow_round.py``):
+    """An elbow round on a done round's ordered centers (``common/kinds/elbow.py``):
     each device's cost drops to the first k' centers through secure summation
     (shuffle model, no local guarantee), composed with the parent's budget."""
 
@@ -274,8 +269,8 @@ class RefineIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     model: Literal["local", "shuffle"] | None = Field(None, description=(
-        "local: fresh devices send eps-LDP reports (common/local_refine_round.py); shuffle: secure summation "
-        "through the shuffler, no local guarantee (common/refine_round.py); default: shuffle when delta or "
+        "local: fresh devices send eps-LDP reports (common/kinds/local_refine.py); shuffle: secure summation "
+        "through the shuffler, no local guarantee (common/kinds/refine.py); default: shuffle when delta or "
         "min_devices is given, else the parent round's model"))
     epsilon: float = Field(gt=0, le=50, description="epsilon of the refine round (local: per device; shuffle: "
                                                       "central, composed with the parent's)")
@@ -284,7 +279,7 @@ class RefineIn(BaseModel):
         "shuffle refine rounds only (required there): fewest devices whose noise shares give the guarantee"))
     max_devices: int | None = Field(None, ge=16, le=10**9, description="most devices decoded (overflow bound); default 100 x min")
     split: StrictInt | None = Field(None, ge=1, le=4, description=(
-        "candidates per parent center, reduced back to k after the Lloyd step (common/refine_round.py); "
+        "candidates per parent center, reduced back to k after the Lloyd step (common/kinds/refine.py); "
         "default 2 on a partition round, 1 otherwise"))
 
     def to_request(self) -> RefineRequest:
@@ -452,7 +447,7 @@ class PictureOut(BaseModel):
 
 
 class GuaranteeOut(BaseModel):
-    """One threat's statement (``common/threats.py``)."""
+    """One threat's statement (``common/privacy/threats.py``)."""
 
     epsilon: float
     delta: float

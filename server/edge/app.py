@@ -9,8 +9,8 @@ from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 
-from shoal.common.device_cors import SERVER_DEVICE_PATHS, allow_device_origins
-from shoal.common.http_edge import guard
+from shoal.common.services.device_cors import SERVER_DEVICE_PATHS, allow_device_origins
+from shoal.common.services.http_edge import guard
 from shoal.server.edge import http_errors, metrics
 from shoal.server.edge.dashboard import pages
 from shoal.server.edge.routers import device_page, health, reports, rounds

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from shoal.common.access_log import ID, Route, access_summary
+from shoal.common.services.access_log import ID, Route, access_summary
 
 # The requests every device makes (a report costs a round check, its config and
 # the report itself) and health/metrics polls: counted in one line per
@@ -44,8 +44,8 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     from shoal.common.errors import ShoalError
-    from shoal.common.http_edge import serve
-    from shoal.common.signing import identity_path, load_or_create_signing_key
+    from shoal.common.services.http_edge import serve
+    from shoal.common.wire.signing import identity_path, load_or_create_signing_key
     from shoal.server.edge.app import create_app
     from shoal.server.edge.settings import load_settings
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from shoal.common.envelope import EnvelopeError
 from shoal.common.errors import (
     BatchTooLarge,
     ConfigError,
@@ -14,6 +13,7 @@ from shoal.common.errors import (
     ReportError,
     ShoalError,
 )
+from shoal.common.wire.envelope import EnvelopeError
 from shoal.server.rounds.reduction import DaskUnavailable
 from shoal.server.rounds.service import RoundStateError
 from shoal.server.storage.store import StorageUnavailable, UnknownRound

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from shoal.common.accounting import central_guarantee
 from shoal.common.errors import ShoalError
 from shoal.common.kinds import config_kinds, kind_name, parse_config
+from shoal.common.privacy.accounting import central_guarantee
 from shoal.server.rounds.kinds import server_kind
 from shoal.server.storage.store import RoundRow
 

@@ -23,7 +23,7 @@ then is given up, its round back to ``closed`` with the error, and answers
 503) and SHOAL_DASK_FALLBACK (default false: a decode Dask lost answers 503;
 true: it is decoded in the server's own process instead) and
 SHOAL_DEVICE_ORIGINS (default empty: origins, comma separated, of web pages
-whose browser devices may call the device endpoints; ``common/device_cors.py``).
+whose browser devices may call the device endpoints; ``common/services/device_cors.py``).
 Tokens must have at least 16 characters.
 """
 
@@ -33,9 +33,9 @@ import ipaddress
 import secrets
 from dataclasses import dataclass
 
-from shoal.common.device_cors import parse_origins
-from shoal.common.environment import ServiceEnvironment, read_environment
 from shoal.common.errors import ConfigError
+from shoal.common.services.device_cors import parse_origins
+from shoal.common.services.environment import ServiceEnvironment, read_environment
 from shoal.server.rounds.reduction import check_scheduler
 
 

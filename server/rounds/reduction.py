@@ -39,10 +39,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from shoal.common.errors import ConfigError, ShoalError
-from shoal.common.kinds import DECODE_CHUNK
+from shoal.common.kinds.base import DECODE_CHUNK
 from shoal.server.rounds.kinds import server_kind
 from shoal.server.rounds.kinds.base import Accumulator, ServerKind
-from shoal.server.storage.store import IdRange, Store, open_store
+from shoal.server.storage.factory import open_store
+from shoal.server.storage.store import IdRange, Store
 
 # One id range per worker thread: a range is read chunk by chunk, so its size
 # bounds a task's time, not its memory, and a worker then holds one

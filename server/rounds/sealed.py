@@ -15,8 +15,8 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from pydantic import BaseModel, ValidationError
 
-from shoal.common.envelope import EnvelopeError, open_sealed
 from shoal.common.errors import ShoalError
+from shoal.common.wire.envelope import EnvelopeError, open_sealed
 
 Refused = tuple[int, str, str]  # a shuffled item's index, reason category, detail
 

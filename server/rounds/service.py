@@ -30,12 +30,12 @@ from typing import Any
 from numpy.typing import NDArray
 from pydantic import BaseModel
 
-from shoal.common.binary_wire import decode_reports
-from shoal.common.envelope import load_or_create_key, public_key_bytes
 from shoal.common.errors import BatchTooLarge, ConfigError, ReportError, ShoalError
-from shoal.common.group_commit import GroupCommit, commit_and_settle
 from shoal.common.kinds import dump_config, kind_name, parse_config
-from shoal.common.signing import identity_path, load_or_create_signing_key
+from shoal.common.services.group_commit import GroupCommit, commit_and_settle
+from shoal.common.wire.binary import decode_reports
+from shoal.common.wire.envelope import load_or_create_key, public_key_bytes
+from shoal.common.wire.signing import identity_path, load_or_create_signing_key
 from shoal.server.rounds import leases, reduction
 from shoal.server.rounds.kinds import (
     SERVER_KINDS,
@@ -53,7 +53,8 @@ from shoal.server.rounds.kinds.refine import KIND as REFINE
 from shoal.server.rounds.kinds.refine import RefineServer
 from shoal.server.rounds.sealed import Refused, open_items, valid_part
 from shoal.server.rounds.steps import Steps
-from shoal.server.storage.store import NOT_OPEN, Packed, RoundRow, open_store, packed_reports
+from shoal.server.storage.factory import open_store
+from shoal.server.storage.store import NOT_OPEN, Packed, RoundRow, packed_reports
 
 log = logging.getLogger("shoal.server.rounds")
 
@@ -111,7 +112,7 @@ class RoundService:
     # -- rounds --
     def create(self, request: RoundRequest) -> RoundRow:
         # encoder "auto" never becomes a partition round here, though simulate and the
-        # bench run one where the tree locates nothing (refine_round.first_round): a
+        # bench run one where the tree locates nothing (kinds.refine.first_round): a
         # partition round has no local guarantee, so devices that did not consent to
         # that (allow_no_local_guarantee) would refuse it. The operator names it.
         kind = for_encoder(request.encoder)
@@ -267,7 +268,7 @@ class RoundService:
         return self._count(await fut, len(messages))
 
     def ingest_binary(self, round_id: str, body: bytes, max_reports: int) -> tuple[int, int]:
-        """A binary batch of tree reports (``common/binary_wire.py``): parsed with
+        """A binary batch of tree reports (``common/wire/binary.py``): parsed with
         numpy, validated like JSON reports, stored in one group commit."""
         kind, cfg = self.round(round_id)
         if kind.storage != "reports" or isinstance(kind.direct_model(cfg), str):

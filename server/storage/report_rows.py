@@ -13,13 +13,13 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.binary_wire import (  # the wire row is the stored row
+from shoal.common.errors import ShoalError
+from shoal.common.wire.binary import (  # the wire row is the stored row
     TREE_ROW,
     batch_from_rows,
     tree_rows,
 )
-from shoal.common.errors import ShoalError
-from shoal.common.messages import ReportBatch
+from shoal.common.wire.messages import ReportBatch
 
 
 class StoreError(ShoalError):

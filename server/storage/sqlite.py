@@ -69,7 +69,7 @@ class SQLiteStore(Store):
             self.inbox_rows = inbox_rows
         self._readers = 0  # snapshot reads in progress (``_row_chunks``): no TRUNCATE checkpoint meanwhile
         self._readers_lock = threading.Lock()
-        if read_only:  # a Dask worker reading partitions of a store a server keeps (``open_store``)
+        if read_only:  # a Dask worker reading partitions of a store a server keeps (``factory.open_store``)
             if not os.path.exists(path):
                 raise StoreError(f"no SQLite store at {path!r}")
             self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)

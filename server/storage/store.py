@@ -38,8 +38,8 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.kinds import DECODE_CHUNK, decode_chunk_rows
-from shoal.common.messages import ReportBatch
+from shoal.common.kinds.base import DECODE_CHUNK, decode_chunk_rows
+from shoal.common.wire.messages import ReportBatch
 from shoal.server.storage import report_rows
 from shoal.server.storage.report_rows import StoreError
 
@@ -756,20 +756,3 @@ def storage_errors(*kinds: type[BaseException]) -> Iterator[None]:
         yield
     except kinds as exc:
         raise StorageUnavailable(f"storage unavailable: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from exc
-
-
-def open_store(url: str, read_only: bool = False) -> Store:
-    """``sqlite:///PATH`` (or a bare path) or ``postgresql://...``.
-
-    ``read_only``: a reader of an existing store (a Dask worker of a
-    distributed decode): no schema set-up, no SQLite checkpoint thread."""
-    from shoal.server.storage.postgres import PostgresStore
-    from shoal.server.storage.sqlite import SQLiteStore
-
-    if url.startswith(("postgresql://", "postgres://")):
-        return PostgresStore(url, read_only)
-    if url.startswith("sqlite:///"):
-        return SQLiteStore(url[len("sqlite:///") :], read_only)
-    if "://" in url:
-        raise StoreError(f"unsupported database URL {url!r}: use sqlite:///PATH or postgresql://...")
-    return SQLiteStore(url, read_only)

@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 
 from shoal.client.encoder import encode_arrays
 from shoal.common.bounds import PublicBound
-from shoal.common.tree_round import RoundConfig, derive_config
+from shoal.common.kinds.tree import RoundConfig, derive_config
 from shoal.server.decoders.tree.accumulate import LevelAccumulator
 from shoal.server.decoders.tree.decoder import TreeDecoder
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shoal.common.central_round import derive_central
+from shoal.common.kinds.central import derive_central
 from shoal.deploy.datasets import (
     balcan_mixture,
     load_letter,

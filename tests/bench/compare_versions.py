@@ -53,7 +53,7 @@ def _cell(spec: dict, seed: int, data_dir: str) -> dict:
         out = simulate(ds.points, spec["k"], spec["eps"], encoder=spec["encoder"], bound=ds.bound, seed=seed, **extra)
         return {"objective": out["normalized_objective"], "trivial": out["trivial_objective"],
                 "seconds": time.perf_counter() - t}
-    from shoal.common.sketch import (
+    from shoal.common.mechanisms.sketch import (
         SketchParams,
         default_scales,
         estimated_snr,

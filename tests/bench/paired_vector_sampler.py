@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from legacy_samplers import LegacyPrivUnit  # noqa: E402
 
 import shoal.client.encoder as encoder_module  # noqa: E402
-from shoal.common.privunit import round_to_sphere  # noqa: E402
+from shoal.common.mechanisms.privunit import round_to_sphere  # noqa: E402
 from shoal.deploy.datasets import load_uber, paper_mixture  # noqa: E402
 from shoal.deploy.simulate import simulate  # noqa: E402
 

@@ -1,5 +1,5 @@
-"""The shuffle model's first round (``refine_round.first_round``) across eps:
-shuffle + refine (the refine share by ``refine_round.refine_share``) with
+"""The shuffle model's first round (``kinds.refine.first_round``) across eps:
+shuffle + refine (the refine share by ``kinds.refine.refine_share``) with
 ``encoder=auto`` and with a forced first round, seeds 0..S-1, one run.
 Usage:
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shoal.common.refine_round import refine_share
+from shoal.common.kinds.refine import refine_share
 from shoal.deploy.datasets import (
     load_letter,
     load_uber,

@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from shoal.common.sketch import SketchParams, default_scales, frequencies
+from shoal.common.mechanisms.sketch import SketchParams, default_scales, frequencies
 from shoal.deploy.bench.sketch import _local_sketch
 
 

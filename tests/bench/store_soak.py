@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 
 from shoal.client.encoder import encode_arrays
-from shoal.common.group_commit import GroupCommit
-from shoal.common.messages import new_message_id
-from shoal.common.tree_round import config_to_dict, derive_config
+from shoal.common.kinds.tree import config_to_dict, derive_config
+from shoal.common.services.group_commit import GroupCommit
+from shoal.common.wire.fields import new_message_id
 from shoal.server.storage import sqlite as sq
 from shoal.server.storage.store import packed_reports
 

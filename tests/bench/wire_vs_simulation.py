@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 from shoal.client.encoder import encode_arrays
-from shoal.common.tree_round import derive_config
+from shoal.common.kinds.tree import derive_config
 from shoal.deploy.datasets import paper_mixture
 from shoal.deploy.evaluation import evaluate
 from shoal.server.decoders.tree.accumulate import LevelAccumulator

@@ -165,7 +165,7 @@ def test_a_local_refine_round_takes_fresh_devices_only(server, tmp_path):
     import numpy as np
 
     from shoal.client.encoder import encode_arrays
-    from shoal.common.tree_round import config_from_dict
+    from shoal.common.kinds.tree import config_from_dict
 
     rnd = httpx.post(server.url + "/rounds", json={"k": 2, "dim": 3, "epsilon": 4.0, "n_expected": 2000},
                      headers=server.op_headers()).json()

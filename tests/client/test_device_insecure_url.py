@@ -10,7 +10,7 @@ import pytest
 from shoal.client.device import Device
 from shoal.common.cli import main
 from shoal.common.errors import ConfigError
-from shoal.common.transport import check_url, is_loopback_host
+from shoal.common.wire.transport import check_url, is_loopback_host
 
 
 def test_a_device_refuses_a_plain_http_server_on_another_host(tmp_path):

@@ -12,18 +12,18 @@ from shoal.client.encoder import encode_arrays, tree_json
 from shoal.client.kinds import device_kind
 from shoal.client.participation import Participation
 from shoal.client.sketch_encoder import sketch_body
-from shoal.common.binary_wire import (
+from shoal.common.bounds import PublicBound
+from shoal.common.errors import ReportError
+from shoal.common.kinds.sketch import derive_sketch_round
+from shoal.common.kinds.tree import derive_config
+from shoal.common.wire.binary import (
     decode_reports,
     decode_sketch,
     messages_to_binary,
     recorded_binary,
     sketch_message,
 )
-from shoal.common.bounds import PublicBound
-from shoal.common.errors import ReportError
-from shoal.common.messages import DeviceMessage, SketchMessage, sketch_rows
-from shoal.common.sketch_round import derive_sketch_round
-from shoal.common.tree_round import derive_config
+from shoal.common.wire.models import DeviceMessage, SketchMessage, sketch_rows
 
 
 def test_tree_json_is_the_models_json_and_converts_to_the_same_binary_record():

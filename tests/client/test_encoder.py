@@ -7,10 +7,11 @@ import pytest
 
 from shoal.client.encoder import encode_arrays
 from shoal.common.errors import ReportError
-from shoal.common.hadamard import hadamard_sign
-from shoal.common.messages import DeviceMessage, ReportBatch
-from shoal.common.nets import node_space
-from shoal.common.tree_round import derive_config
+from shoal.common.kinds.tree import derive_config
+from shoal.common.kinds.tree_nets import node_space
+from shoal.common.mechanisms.hadamard import hadamard_sign
+from shoal.common.wire.messages import ReportBatch
+from shoal.common.wire.models import DeviceMessage
 
 
 def test_no_report_field_but_randomiser_outputs_depends_on_the_point():

@@ -13,7 +13,7 @@ def test_importing_the_device_side_loads_neither_scipy_nor_the_server():
 
 
 def test_the_device_path_never_loads_pydantic():
-    """Devices write their JSON with the standard library (``common/messages.py``);
+    """Devices write their JSON with the standard library (``common/wire/messages.py``);
     only the server and the shuffler parse with the pydantic models."""
     code = "import sys, shoal.client.device; print('pydantic' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"

@@ -22,7 +22,7 @@ NEVER = ("pydantic", "scipy", "sklearn", "matplotlib", "pandas", "fastapi", "sta
          "requests", "urllib3", "jsonschema", "shoal.server", "shoal.shuffler", "shoal.deploy")
 ALL_KINDS = {"tree", "sketch", "refine", "central", "partition", "local_refine", "continual", "elbow"}
 # kind -> the other kinds whose config module its config module imports (derivation shared at module
-# level: tree_round's models, epsilon cap and derive_config; refine_round's; central_round's)
+# level: kinds/tree.py's models, epsilon cap and derive_config; kinds/refine.py's; kinds/central.py's)
 BUILT_ON = {"tree": set(), "central": set(), "sketch": {"tree"}, "refine": {"tree"},
             "partition": {"refine", "tree"}, "local_refine": {"refine", "tree"}, "elbow": {"refine", "tree"},
             "continual": {"central"}}
@@ -75,8 +75,8 @@ print(json.dumps({"new": sorted(set(sys.modules) - before)}))
 @pytest.mark.parametrize("name", ["tree", "sketch"])
 def test_joining_a_round_loads_that_kind_and_no_other(name, tmp_path):
     from shoal.common.bounds import PublicBound
-    from shoal.common.sketch_round import derive_sketch_round
-    from shoal.common.tree_round import derive_config
+    from shoal.common.kinds.sketch import derive_sketch_round
+    from shoal.common.kinds.tree import derive_config
 
     config = {"tree": lambda: derive_config(10_000, 3, 4, 4.0, round_id="r"),
               "sketch": lambda: derive_sketch_round(10_000, 3, 4, 1.0, bound=PublicBound(radius=1.0), seed=7,

@@ -10,9 +10,10 @@ from pydantic import ValidationError
 from shoal.client.device import Device
 from shoal.common.errors import ConfigError
 from shoal.common.kinds import check_protocol, dump_config, parse_config
-from shoal.common.messages import CodebookMessage, DeviceMessage, new_message_id
-from shoal.common.public_stream import PROTOCOL_VERSION, PROTOCOLS
-from shoal.common.tree_round import derive_config
+from shoal.common.kinds.tree import derive_config
+from shoal.common.randomness.public_stream import PROTOCOL_VERSION, PROTOCOLS
+from shoal.common.wire.fields import new_message_id
+from shoal.common.wire.models import CodebookMessage, DeviceMessage
 
 
 def _published() -> dict:

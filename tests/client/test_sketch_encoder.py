@@ -7,10 +7,10 @@ import pytest
 from shoal.client.sketch_encoder import sketch_messages, sketch_shares
 from shoal.common.bounds import PublicBound
 from shoal.common.errors import ConfigError
-from shoal.common.messages import sketch_rows
-from shoal.common.secure_sum import add_shares, decode_total
-from shoal.common.sketch import exact_sketch, record_features, sketch_from_sum
-from shoal.common.sketch_round import derive_sketch_round
+from shoal.common.kinds.sketch import derive_sketch_round
+from shoal.common.mechanisms.secure_sum import add_shares, decode_total
+from shoal.common.mechanisms.sketch import exact_sketch, record_features, sketch_from_sum
+from shoal.common.wire.models import sketch_rows
 
 BOUND = PublicBound(radius=4.0)
 

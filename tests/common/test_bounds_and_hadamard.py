@@ -3,7 +3,7 @@ import pytest
 
 from shoal.common.bounds import PublicBound
 from shoal.common.errors import ConfigError
-from shoal.common.hadamard import fwht, fwht_in_place, hadamard_sign
+from shoal.common.mechanisms.hadamard import fwht, fwht_in_place, hadamard_sign
 
 
 def test_box_maps_into_the_unit_ball_and_back():

@@ -30,7 +30,7 @@ def test_simulate_computes_the_reference_only_when_asked_and_then_reuses_it_for_
     """Issue 42: the reference was two thirds of a run at 1e6 x 100, computed on
     every run. Now --reference computes it and caches it by the file's hash,
     k, seed and bound; a plain run reports a cached one, else none."""
-    from shoal.deploy.simulate import nonprivate_objective
+    from shoal.deploy.evaluation import nonprivate_objective
 
     monkeypatch.setenv("SHOAL_CACHE_DIR", str(tmp_path / "cache"))
     ds = paper_mixture(3000, d=5, k=2, seed=0)
@@ -79,7 +79,7 @@ def test_simulate_runs_the_shuffle_model_with_a_refine_round_within_the_total_bu
 
 
 def test_simulate_refine_auto_takes_the_rules_share_within_the_total_budget(tmp_path, capsys):
-    from shoal.common.refine_round import refine_share
+    from shoal.common.kinds.refine import refine_share
 
     path = tmp_path / "x.npy"
     np.save(path, paper_mixture(20_000, d=10, k=4, seed=1).points)
@@ -200,7 +200,7 @@ def test_shuffle_bench_smoke_compares_the_three_variants(tmp_path, capsys):
     assert "delta=1e-06" in out and "machine:" in out
     for variant in ("local ", "shuffle ", "shuffle+refine "):
         assert variant in out
-    assert "refine gets refine_round.refine_share's rule" in out
+    assert "refine gets kinds.refine.refine_share's rule" in out
 
 
 def test_central_bench_smoke_runs_shoal_and_says_which_baseline_it_skipped(tmp_path, capsys):

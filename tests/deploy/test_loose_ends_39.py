@@ -12,8 +12,8 @@ import pytest
 from shoal import PrivateKMeans
 from shoal.common.bounds import PublicBound
 from shoal.common.cli import main
-from shoal.common.partition_round import derive_partition
-from shoal.common.tree_round import MAX_EPSILON, derive_config
+from shoal.common.kinds.partition import derive_partition
+from shoal.common.kinds.tree import MAX_EPSILON, derive_config
 from shoal.deploy.datasets import paper_mixture
 
 X = np.random.default_rng(0).uniform(0, 1, (500, 2))

@@ -147,7 +147,7 @@ def test_the_nonprivate_reference_is_no_weaker_than_scikit_learns_kmeans():
     alone, 8% above scikit-learn's on a 2-D set."""
     cluster = pytest.importorskip("sklearn.cluster")
     from shoal.deploy.datasets import city_locations
-    from shoal.deploy.simulate import nonprivate_objective
+    from shoal.deploy.evaluation import nonprivate_objective
     from shoal.server.decoders.kmeans import kmeans_cost
 
     ds = city_locations(20_000, k=10, seed=4)
@@ -170,7 +170,7 @@ def test_sim_partition_round_then_a_refine_round_through_the_shuffler(capsys):
     # Better than the one-center answer, not near the optimum: at 1,000-3,000 devices the
     # partition has 4 bits, and random hyperplanes through the centre leave two of
     # these five tight clusters in one bucket in about half of the rounds, which no
-    # Lloyd step undoes (partition_round.py: up to 0.62 x one center in 400 runs).
+    # Lloyd step undoes (kinds/partition.py: up to 0.62 x one center in 400 runs).
     assert out["normalized_objective"] < out["trivial_objective"]
     rf = out["refine"]
     assert rf["devices"] == 600 and rf["privacy"]["central_epsilon"] == pytest.approx(2.0)

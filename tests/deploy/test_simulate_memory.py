@@ -14,7 +14,7 @@ import sys
 import numpy as np
 
 from shoal.common.bounds import PublicBound
-from shoal.common.tree_round import derive_config
+from shoal.common.kinds.tree import derive_config
 from shoal.deploy.datasets import paper_mixture
 
 CHILD = """

@@ -1,10 +1,10 @@
 """``shoal simulate --model shuffle`` (``deploy/simulate.simulate_rounds``) across
 eps: the first round and the refine share come from public parameters
-(``refine_round.first_round``, ``refine_share``), and more budget is never worse."""
+(``kinds.refine.first_round``, ``refine_share``), and more budget is never worse."""
 
 import numpy as np
 
-from shoal.common.refine_round import refine_share
+from shoal.common.kinds.refine import refine_share
 from shoal.deploy.datasets import overlapping_mixture
 from shoal.deploy.simulate import simulate_rounds
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from shoal.client.encoder import encode_arrays
-from shoal.common.tree_round import config_from_dict
+from shoal.common.kinds.tree import config_from_dict
 from shoal.deploy.bench.wrk_load import parse_wrk, run_wrk
 
 SAMPLE = """Running 20s test @ http://127.0.0.1:8765/rounds/x/reports

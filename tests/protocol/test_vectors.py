@@ -29,10 +29,10 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from shoal.common import device_random
-from shoal.common.binary_wire import decode_reports, tree_rows
 from shoal.common.kinds import kind_name, parse_config
-from shoal.common.public_stream import PROTOCOL_VERSION
+from shoal.common.randomness import device_random
+from shoal.common.randomness.public_stream import PROTOCOL_VERSION
+from shoal.common.wire.binary import decode_reports, tree_rows
 from shoal.deploy import protocol_vectors as pv
 from shoal.server.rounds.kinds import SERVER_KINDS
 from shoal.server.rounds.sealed import open_items
@@ -100,7 +100,7 @@ def server_messages(case: dict[str, Any], message: dict[str, Any], kind: Any, co
         assert tree_rows(batch).tobytes().hex() == case["outputs"]["server"]["tree_row"]
         assert ids == [json.loads(message["json"])["message_id"]]
         return [model.model_validate_json(message["json"])]
-    from shoal.common.binary_wire import sketch_message
+    from shoal.common.wire.binary import sketch_message
 
     return [sketch_message(body, round_id)]
 

@@ -12,9 +12,9 @@ import numpy as np
 from tests_helpers import wait_healthy
 
 from shoal.client.encoder import encode_arrays
-from shoal.common.envelope import seal
-from shoal.common.signing import config_digest
-from shoal.common.tree_round import config_from_dict
+from shoal.common.kinds.tree import config_from_dict
+from shoal.common.wire.envelope import seal
+from shoal.common.wire.signing import config_digest
 
 
 def _spawn_shuffler(server, db, port, min_batch, server_url=None):

@@ -22,8 +22,13 @@ from shuffler_helpers import _buffered, _sealed_messages, _spawn_shuffler, _wait
 from tests_helpers import free_port
 
 from shoal.client.device import Device, TransportError
-from shoal.common.envelope import public_key_bytes
-from shoal.common.signing import SigningKey, TrustError, identity_path, load_or_create_signing_key
+from shoal.common.wire.envelope import public_key_bytes
+from shoal.common.wire.signing import (
+    SigningKey,
+    TrustError,
+    identity_path,
+    load_or_create_signing_key,
+)
 
 
 class HostileProxy:

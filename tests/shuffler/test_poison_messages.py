@@ -16,10 +16,11 @@ from shuffler_helpers import _buffered, _reports, _sealed_messages, _wait_until,
 from tests_helpers import free_port, wait_healthy
 
 from shoal.client.encoder import encode_arrays
-from shoal.common.envelope import seal
-from shoal.common.messages import DeviceMessage, new_message_id
-from shoal.common.signing import config_digest
-from shoal.common.tree_round import config_from_dict
+from shoal.common.kinds.tree import config_from_dict
+from shoal.common.wire.envelope import seal
+from shoal.common.wire.fields import new_message_id
+from shoal.common.wire.models import DeviceMessage
+from shoal.common.wire.signing import config_digest
 
 
 def _round(server):

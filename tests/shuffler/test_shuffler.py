@@ -17,7 +17,7 @@ from shuffler_helpers import (
 )
 from tests_helpers import free_port, send_until_killed, stored_message_ids
 
-from shoal.common.signing import TrustError
+from shoal.common.wire.signing import TrustError
 
 
 def test_batches_are_released_only_from_min_batch_on(server, shuffler):

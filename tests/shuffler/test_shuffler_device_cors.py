@@ -1,5 +1,5 @@
 """The shuffler answers CORS for SHOAL_DEVICE_ORIGINS on a round's messages
-only, with the device token header allowed (``common/device_cors.py``)."""
+only, with the device token header allowed (``common/services/device_cors.py``)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 // (scripts/audit.py). A job on stdin: {"kind": "tree" | "local_refine" | "sketch",
 // "config": <published config JSON text>, "points": [[...], [...]], "samples": N,
 // "out": "<prefix>", "broken": false}. Per input i it writes <prefix>-<i>.bin:
-//   tree:         a binary batch of the N tree messages (common/binary_wire.py format);
+//   tree:         a binary batch of the N tree messages (common/wire/binary.py format);
 //   local_refine: N codebook messages, each its nonce (u64) and index (u32), little-endian;
 //   sketch:       N local sketches (one record each), each its 2m grid integers (i64), little-endian.
 // Everything goes through the bundle's own encoders (src/index.ts): whatever their current

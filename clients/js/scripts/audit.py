@@ -5,7 +5,7 @@ codebook PrivUnit, local sketches).
     npx esbuild scripts/audit-generate.ts --bundle --platform=node --format=esm --outfile=build/audit-generate.mjs
     .venv/bin/python clients/js/scripts/audit.py [--kinds tree local_refine local_refine_shared sketch] [--samples 100000] [--broken]
 
-The attacks of tests/common/test_bit_level_audits.py, with their worst-case
+The attacks of tests/common/mechanisms/test_bit_level_audits.py, with their worst-case
 input pairs, configs and eps, on messages the TypeScript device wrote under
 Node (scripts/audit-generate.ts, through the bundle's own encoders):
 
@@ -43,21 +43,21 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tests"))
-spec = importlib.util.spec_from_file_location("bit_level", ROOT / "tests/common/test_bit_level_audits.py")
+spec = importlib.util.spec_from_file_location("bit_level", ROOT / "tests/common/mechanisms/test_bit_level_audits.py")
 bit_level = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
 spec.loader.exec_module(bit_level)  # type: ignore[union-attr]
 
 import numpy as np  # noqa: E402
 from dp_audit import joint_counts, simultaneous_lower_bound  # noqa: E402
 
-from shoal.common.binary_wire import decode_reports  # noqa: E402
 from shoal.common.bounds import PublicBound  # noqa: E402
 from shoal.common.kinds import config_kinds  # noqa: E402
-from shoal.common.local_refine_round import block_vectors, derive_local_refine  # noqa: E402
-from shoal.common.privunit import PrivUnitParams, cap_members  # noqa: E402
-from shoal.common.sketch import frequencies, record_features  # noqa: E402
-from shoal.common.sketch_round import derive_sketch_round  # noqa: E402
-from shoal.common.tree_round import derive_config  # noqa: E402
+from shoal.common.kinds.local_refine import block_vectors, derive_local_refine  # noqa: E402
+from shoal.common.kinds.sketch import derive_sketch_round  # noqa: E402
+from shoal.common.kinds.tree import derive_config  # noqa: E402
+from shoal.common.mechanisms.privunit import PrivUnitParams, cap_members  # noqa: E402
+from shoal.common.mechanisms.sketch import frequencies, record_features  # noqa: E402
+from shoal.common.wire.binary import decode_reports  # noqa: E402
 
 GEN = ROOT / "clients/js/build/audit-generate.mjs"
 FACTOR = 3  # --factor: how broken --broken is (3 x eps; sketch noise at a third of its scale)
@@ -107,7 +107,7 @@ def _refine_cases(args, tmp, centers, pairs, label):
 
 
 def _local_refine_cases(args, tmp):
-    """tests/common/test_bit_level_audits.py: test_local_refine_report_is_eps_ldp_on_the_wire."""
+    """tests/common/mechanisms/test_bit_level_audits.py: test_local_refine_report_is_eps_ldp_on_the_wire."""
     yield from _refine_cases(args, tmp, np.array([[0.5, 0.0], [-0.5, 0.0]]), bit_level.REFINE_PAIRS,
                              lambda cfg: "local_refine")
 
@@ -130,7 +130,7 @@ def _shared_local_refine_cases(args, tmp):
 
 
 def _sketch_cases(args, tmp):
-    """tests/common/test_bit_level_audits.py: test_sketch_report_is_eps_ldp_on_the_wire (its params, one record)."""
+    """tests/common/mechanisms/test_bit_level_audits.py: test_sketch_report_is_eps_ldp_on_the_wire (its params, one record)."""
     for eps in args.eps:
         params = bit_level._sketch_params(eps)
         cfg = derive_sketch_round(100_000, 2, 2, eps, bound=PublicBound(radius=1.0), seed=3, size=params.size,

@@ -10,7 +10,7 @@ import numpy as np
 
 from shoal.client.encoder import encode, encode_batch
 from shoal.common.kinds import config_kinds
-from shoal.common.tree_round import derive_config
+from shoal.common.kinds.tree import derive_config
 
 out = {}
 for enc in ("lsh", "nettree"):

@@ -20,13 +20,14 @@ from collections import defaultdict
 
 import numpy as np
 
-from shoal.common.binary_wire import decode_reports
-from shoal.common.hashing import bucket_hash
 from shoal.common.kinds import config_kinds
-from shoal.common.messages import DeviceMessage, ReportBatch
-from shoal.common.nets import node_space
-from shoal.common.privunit import cap_members
-from shoal.common.public_random import PublicRandomness
+from shoal.common.kinds.tree_nets import node_space
+from shoal.common.kinds.tree_randomness import PublicRandomness
+from shoal.common.mechanisms.privunit import cap_members
+from shoal.common.randomness.hashing import bucket_hash
+from shoal.common.wire.binary import decode_reports
+from shoal.common.wire.messages import ReportBatch
+from shoal.common.wire.models import DeviceMessage
 
 
 def main(path: str) -> None:

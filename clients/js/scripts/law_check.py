@@ -24,7 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tests"))
-spec = importlib.util.spec_from_file_location("bit_level", ROOT / "tests/common/test_bit_level_audits.py")
+spec = importlib.util.spec_from_file_location("bit_level", ROOT / "tests/common/mechanisms/test_bit_level_audits.py")
 bit_level = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
 spec.loader.exec_module(bit_level)  # type: ignore[union-attr]
 
@@ -32,19 +32,19 @@ import numpy as np  # noqa: E402
 from scipy.stats import chi2_contingency  # noqa: E402
 
 from shoal.client.encoder import encode_arrays  # noqa: E402
-from shoal.common.binary_wire import decode_reports  # noqa: E402
 from shoal.common.bounds import PublicBound  # noqa: E402
-from shoal.common.hadamard import hadamard_sign  # noqa: E402
-from shoal.common.hashing import bucket_hash  # noqa: E402
 from shoal.common.kinds import config_kinds  # noqa: E402
-from shoal.common.nets import node_space  # noqa: E402
-from shoal.common.privunit import cap_members  # noqa: E402
-from shoal.common.public_random import PublicRandomness  # noqa: E402
-from shoal.common.tree_round import derive_config  # noqa: E402
+from shoal.common.kinds.tree import derive_config  # noqa: E402
+from shoal.common.kinds.tree_nets import node_space  # noqa: E402
+from shoal.common.kinds.tree_randomness import PublicRandomness  # noqa: E402
+from shoal.common.mechanisms.hadamard import hadamard_sign  # noqa: E402
+from shoal.common.mechanisms.privunit import cap_members  # noqa: E402
+from shoal.common.randomness.hashing import bucket_hash  # noqa: E402
+from shoal.common.wire.binary import decode_reports  # noqa: E402
 
 
 def _kept_and_caps(batch, cfg, point):
-    """tests/common/test_bit_level_audits.py's _message_codes, for configs without vector reports too."""
+    """tests/common/mechanisms/test_bit_level_audits.py's _message_codes, for configs without vector reports too."""
     x = cfg.bound.to_ball(point[None, :])
     space = node_space(cfg)
     public = PublicRandomness.from_config(cfg)

@@ -27,17 +27,17 @@ from typing import Any
 
 import numpy as np
 
-from shoal.common import public_stream as ps
 from shoal.common.bounds import PublicBound
-from shoal.common.exact_sampling import grr_keep_numerator
-from shoal.common.hadamard import hadamard_sign
-from shoal.common.hashing import bucket_hash, mix64, node_keys
 from shoal.common.kinds import config_kinds
-from shoal.common.nets import node_space
-from shoal.common.privunit import PrivUnitParams, cap_mask
-from shoal.common.privunit_codebook import candidates, scores
-from shoal.common.public_random import PublicRandomness, projection_scale
-from shoal.common.tree_round import derive_config
+from shoal.common.kinds.tree import derive_config
+from shoal.common.kinds.tree_nets import node_space
+from shoal.common.kinds.tree_randomness import PublicRandomness, projection_scale
+from shoal.common.mechanisms.exact_sampling import grr_keep_numerator
+from shoal.common.mechanisms.hadamard import hadamard_sign
+from shoal.common.mechanisms.privunit import PrivUnitParams, cap_mask
+from shoal.common.mechanisms.privunit_codebook import candidates, scores
+from shoal.common.randomness import public_stream as ps
+from shoal.common.randomness.hashing import bucket_hash, mix64, node_keys
 
 OUT = Path(__file__).resolve().parents[1] / "test" / "fixtures" / "reference.json"
 
@@ -99,8 +99,12 @@ def calibration_cases() -> dict[str, object]:
 
 
 def amplification_cases() -> list[dict[str, object]]:
-    from shoal.common.accounting import closed_form_epsilon, max_local_epsilon, numerical_delta
     from shoal.common.errors import PrivacyError
+    from shoal.common.privacy.accounting import (
+        closed_form_epsilon,
+        max_local_epsilon,
+        numerical_delta,
+    )
 
     out = []
     for n in (2, 10, 1000, 2000, 100000, 1000000):

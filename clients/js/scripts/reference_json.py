@@ -1,4 +1,4 @@
-"""Reference canonical JSON (common/signing.py ``canonical``) for the TypeScript tests.
+"""Reference canonical JSON (common/wire/signing.py ``canonical``) for the TypeScript tests.
 
     .venv/bin/python clients/js/scripts/reference_json.py
 
@@ -13,7 +13,7 @@ import random
 import struct
 from pathlib import Path
 
-from shoal.common.signing import canonical
+from shoal.common.wire.signing import canonical
 
 OUT = Path(__file__).resolve().parents[1] / "test" / "fixtures" / "canonical.json"
 

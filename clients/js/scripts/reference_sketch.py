@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 
 from shoal.client.sketch_encoder import sketch_body
-from shoal.common import device_random
 from shoal.common.bounds import PublicBound
 from shoal.common.kinds import dump_config
-from shoal.common.sketch_round import derive_sketch_round
+from shoal.common.kinds.sketch import derive_sketch_round
+from shoal.common.randomness import device_random
 
 OUT = Path(__file__).resolve().parents[1] / "test" / "fixtures" / "sketch_masks.json"
 

@@ -1,5 +1,5 @@
 /**
- * Amplification by shuffling (Feldman, McMillan, Talwar 2021; common/accounting.py):
+ * Amplification by shuffling (Feldman, McMillan, Talwar 2021; common/privacy/accounting.py):
  * what a device checks before it randomises at a shuffle round's local eps0,
  * so that a hostile server cannot publish an eps0 larger than its central
  * claim allows (docs/protocol/tree.md, "Checks on the config").
@@ -134,7 +134,7 @@ export const BOUNDS = ["fmt21-numerical", "fmt21-closed-form"] as const;
 
 /**
  * Whether local eps0 shuffled in batches of minBatch gives (centralEpsilon, delta)
- * under the named bound, with the reference's tolerances (common/tree_round.py `_check_shuffle`).
+ * under the named bound, with the reference's tolerances (common/kinds/tree.py `_check_shuffle`).
  */
 export function shuffleClaimHolds(eps0: number, minBatch: number, centralEpsilon: number, delta: number, bound: string): boolean {
   if (bound === "fmt21-numerical") return numericalDelta(eps0, minBatch, centralEpsilon) <= delta * (1 + 1e-6);

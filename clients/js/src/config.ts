@@ -1,8 +1,8 @@
 /**
  * A tree round's config as a device gets it (`GET /rounds/{id}/config`,
- * the `config` member; common/tree_round.py `config_from_dict`), checked as
+ * the `config` member; common/kinds/tree.py `config_from_dict`), checked as
  * the Python device checks it: the protocol version first
- * (common/kinds.py `check_protocol`), then every field a device uses.
+ * (common/kinds/__init__.py `check_protocol`), then every field a device uses.
  *
  * A shuffle round's claim is re-verified as the Python device does
  * (`_check_shuffle`): the local epsilon shuffled in batches of min_batch must

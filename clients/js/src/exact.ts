@@ -1,6 +1,6 @@
 /**
- * The exact integers behind the device's randomisers (common/exact_sampling.py,
- * common/privunit.py): every coin is an integer comparison against a
+ * The exact integers behind the device's randomisers (common/mechanisms/exact_sampling.py,
+ * common/mechanisms/privunit.py): every coin is an integer comparison against a
  * numerator over 2^32, computed here as the Python device computes it.
  *
  * The numerators come from exp/log of the config's epsilons. Math.exp and

@@ -1,6 +1,6 @@
 /**
  * Keyed 64-bit hashing of net-tree nodes and the OLH bucket hash
- * (common/hashing.py): SplitMix64's mix64 with the round's public keys.
+ * (common/randomness/hashing.py): SplitMix64's mix64 with the round's public keys.
  */
 
 import { GAMMA, MASK64, mix64Big } from "./u64.js";

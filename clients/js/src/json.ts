@@ -9,7 +9,7 @@
  *
  * `canonical` writes what Python's
  * `json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)`
- * writes (common/signing.py): keys sorted by code point, floats as Python's
+ * writes (common/wire/signing.py): keys sorted by code point, floats as Python's
  * `repr` (shortest round-trip digits; exponent form below 1e-4 and from 1e16,
  * an exponent of at least two digits; `.0` on integral floats), strings with
  * Python's escapes only.
@@ -233,7 +233,7 @@ function byCodePoint(a: string, b: string): number {
   return x.length - y.length;
 }
 
-/** The canonical JSON text of a value (common/signing.py `canonical`, before UTF-8 encoding). */
+/** The canonical JSON text of a value (common/wire/signing.py `canonical`, before UTF-8 encoding). */
 export function canonical(v: JsonValue): string {
   if (v === null) return "null";
   if (v === true) return "true";

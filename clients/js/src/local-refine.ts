@@ -1,5 +1,5 @@
 /**
- * Local refine rounds (common/local_refine_round.py; docs/protocol/local-refine.md):
+ * Local refine rounds (common/kinds/local_refine.py; docs/protocol/local-refine.md):
  * one Lloyd step on fresh devices. The device assigns its ball point x to the
  * nearest parent center j (smallest |x|^2 - 2 <x, c_j> + |c_j|^2, ties to the
  * lowest index), builds the block vector of k (d + 1) entries, zero except

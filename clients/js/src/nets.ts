@@ -1,5 +1,5 @@
 /**
- * A device's path through the round's node space (common/nets.py), and its
+ * A device's path through the round's node space (common/kinds/tree_nets.py), and its
  * nodes' keys.
  *
  * nettree (seed 004, Alg. 3): project with the public matrix and clip into

@@ -1,12 +1,12 @@
 /**
- * PrivUnit on a public codebook (common/privunit.py): the device sends a
+ * PrivUnit on a public codebook (common/mechanisms/privunit.py): the device sends a
  * 64-bit nonce and the index of one of N public candidate directions.
  *
  * 1. Candidates V(key, nonce, index) (docs/protocol/public-randomness.md,
  *    "PrivUnit candidates"), fresh below d = 16: base = mix64(mix64(nonce xor
  *    key) xor index); words w_j = mix64(base + j gamma); the Box-Muller pairs
  *    of the words (the last sine dropped for odd d), divided by their norm.
- *    From d = 16 on, shared (common/privunit_codebook.py): the round's
+ *    From d = 16 on, shared (common/mechanisms/privunit_codebook.py): the round's
  *    codebook row C_index = the fresh candidate (key, nonce 0, index), kept
  *    per round, under the nonce's signed permutation: V_i = s_i C[pi_i].
  * 2. The cap C(u): the K candidates with the largest <V_i, u>, ties to the

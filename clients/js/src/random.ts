@@ -3,7 +3,7 @@
  * sealing keys of one device. In use it is the OS's (`crypto.getRandomValues`,
  * in every browser and in Node >= 19); it never comes from the round's public seed.
  *
- * Every draw is one of the reads of docs/protocol/vectors.md (common/device_random.py),
+ * Every draw is one of the reads of docs/protocol/vectors.md (common/randomness/device_random.py),
  * from a byte source in order:
  *
  * - `u32`: the next 4 bytes, little-endian; `u64`: the next 8 bytes;

@@ -1,6 +1,6 @@
 /**
  * The exact samplers that leave a device (docs/protocol/samplers.md;
- * common/exact_sampling.py, common/distributed_noise.py): integers in,
+ * common/mechanisms/exact_sampling.py, common/mechanisms/distributed_noise.py): integers in,
  * integers out, every coin an integer comparison (bigint arithmetic).
  *
  * Each makes the reads of docs/protocol/samplers.md in its order (the

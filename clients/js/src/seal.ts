@@ -1,5 +1,5 @@
 /**
- * Sealing a message to the server (common/envelope.py; docs/protocol/sealing.md):
+ * Sealing a message to the server (common/wire/envelope.py; docs/protocol/sealing.md):
  * an ephemeral X25519 key pair, HKDF-SHA256 (salt: ephemeral public key then
  * the server's; info "shoal sealed report v1"; 32 bytes) of the shared
  * secret, ChaCha20-Poly1305 with a random 12-byte nonce and the round id as

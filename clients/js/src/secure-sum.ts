@@ -1,6 +1,6 @@
 /**
- * Secure-sum rounds (docs/protocol/secure-sum.md; common/secure_sum.py,
- * common/distributed_noise.py, common/exact_sampling.py): refine, partition,
+ * Secure-sum rounds (docs/protocol/secure-sum.md; common/mechanisms/secure_sum.py,
+ * common/mechanisms/distributed_noise.py, common/mechanisms/exact_sampling.py): refine, partition,
  * elbow, and shuffle-model sketch. The device's vector is rounded to fixed
  * point, gets its share of the distributed noise (Polya differences or a
  * discrete Gaussian), and is split into s additive shares mod q = 2^bits, each

@@ -1,5 +1,5 @@
 /**
- * Signed round configs (common/signing.py; docs/protocol/configs.md): a
+ * Signed round configs (common/wire/signing.py; docs/protocol/configs.md): a
  * device accepts a config only if it is signed by the server identity whose
  * fingerprint it pinned out of band.
  *

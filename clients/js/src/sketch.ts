@@ -1,5 +1,5 @@
 /**
- * Local-model sketch rounds (docs/protocol/sketch.md; common/sketch.py,
+ * Local-model sketch rounds (docs/protocol/sketch.md; common/mechanisms/sketch.py,
  * client/sketch_encoder.py): the device's eps-DP scrambled sketch of its n0
  * records, random Fourier features at the round's public frequencies, on a
  * public grid with exact discrete Laplace noise.
@@ -242,7 +242,7 @@ export function encodeSketch(round: SketchRound, records: readonly ArrayLike<num
     if (npNorm(x) > 1 + 1e-9) throw new ReportError("a record outside the unit ball after the bound (a bug)");
     return x;
   });
-  // Floyd's uniform r-subsets (common/sketch.py masks): step j = m - r .. m - 1 draws t in [0, j]
+  // Floyd's uniform r-subsets (common/mechanisms/sketch.py masks): step j = m - r .. m - 1 draws t in [0, j]
   // for every record in turn, and takes t, or j if t is taken; all masks before any noise.
   const subsets: number[][] | null = r < m ? masks(n0, m, r, rnd) : null;
   balls.forEach((x, l) => {
@@ -266,7 +266,7 @@ export function encodeSketch(round: SketchRound, records: readonly ArrayLike<num
   return { values, units, exponent: noise.exponent, n0, message_id: id };
 }
 
-/** The binary body (common/binary_wire.py encode_sketch): "SHS" | 1 | protocol | id | n0 u32 | exponent i16 | width u8 | units. */
+/** The binary body (common/wire/binary.py encode_sketch): "SHS" | 1 | protocol | id | n0 u32 | exponent i16 | width u8 | units. */
 export function sketchBinary(r: SketchReport): Uint8Array {
   const width = r.units.every((k) => (k < 0n ? -k : k) < 1n << 31n) ? 4 : 8;
   const out = new Uint8Array(5 + 16 + 4 + 2 + 1 + width * r.units.length);

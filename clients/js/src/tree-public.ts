@@ -1,6 +1,6 @@
 /**
  * The public objects of a tree round, from its seed by the stream's labels
- * (common/public_random.py; docs/protocol/public-randomness.md, "The objects
+ * (common/kinds/tree_randomness.py; docs/protocol/public-randomness.md, "The objects
  * and their labels"). Derived once per config and cached by the caller.
  */
 

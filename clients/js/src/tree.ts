@@ -48,7 +48,7 @@ export interface VecReport {
   index: number;
 }
 
-/** The tree round's wire message (common/messages.py DeviceMessage), fields in wire order. */
+/** The tree round's wire message (common/wire/messages.py DeviceMessage), fields in wire order. */
 export interface DeviceMessage {
   round_id: string;
   message_id: string;
@@ -152,7 +152,7 @@ export function messageJson(m: DeviceMessage): string {
 }
 
 /**
- * The binary body of tree reports (common/binary_wire.py, format 2):
+ * The binary body of tree reports (common/wire/binary.py, format 2):
  * "SHB" | 2 | protocol | n x (message id 16 | hist_level i8 | hist_seed u16 |
  * hist_bucket u32 | vec_level i8 | vec_row u32 | vec_nonce u64 | vec_index u16), little-endian.
  */

@@ -17,7 +17,7 @@ copy lost its formulas; every constant below is shoal's and named):
   moves L values by at most 1 each.
 - Release: the sums in fixed point (each term stochastically rounded to
   1/Q, unbiased) through the thresholded Gaussian histogram of
-  ``common/threshold_histogram.py`` with weight Q and one grid per level:
+  ``common/mechanisms/threshold_histogram.py`` with weight Q and one grid per level:
   only non-empty cells are considered, only cells whose noisy sum passes
   the threshold are released, with their noisy sums. Everything after
   is post-processing.
@@ -56,10 +56,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.central_round import GREEDY_SIDE, CentralSpec, greedy_radii
 from shoal.common.cost_drops import DIAMETER, Z_OF, point_drops
 from shoal.common.errors import ConfigError
-from shoal.common.exact_sampling import (
+from shoal.common.kinds.central import GREEDY_SIDE, CentralSpec, greedy_radii
+from shoal.common.mechanisms.exact_sampling import (
     discrete_laplace,
     discrete_laplace_variance,
     laplace_scale_fraction,
@@ -71,7 +71,7 @@ from shoal.server.decoders.elbow import suggest_k
 from shoal.server.decoders.greedy_order import Balls, greedy_order
 from shoal.server.decoders.kmeans import assign
 
-SIDE = GREEDY_SIDE  # a level's cube side is SIDE r / sqrt(d') (common/central_round.py)
+SIDE = GREEDY_SIDE  # a level's cube side is SIDE r / sqrt(d') (common/kinds/central.py)
 ELBOW_BITS = 10  # the elbow's fixed point: costs in units of 2^-ELBOW_BITS
 
 

@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shoal.common.bounds import clip_to_ball
-from shoal.common.central_round import PROJECTION_SLACK
+from shoal.common.kinds.central import PROJECTION_SLACK
 
 # Odd 64-bit multipliers for hashing a cell index row (collisions are detected, never trusted).
 _MIX = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93,

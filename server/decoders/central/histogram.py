@@ -4,7 +4,7 @@ At each grid side, fine to coarse, every non-empty cell of each shifted grid
 counts the points no finer level covered; the cells whose count plus exact
 discrete Gaussian noise reaches the threshold are the level's candidates
 and cover their points. The noise, the threshold and the privacy argument
-are in ``common/threshold_histogram.py``. One noise draw per non-empty cell
+are in ``common/mechanisms/threshold_histogram.py``. One noise draw per non-empty cell
 (a whole-array call), no loop per cell or point. Pure numpy.
 """
 
@@ -14,8 +14,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shoal.common.errors import ConfigError
-from shoal.common.exact_sampling import discrete_gaussian
-from shoal.common.threshold_histogram import HistogramNoise
+from shoal.common.mechanisms.exact_sampling import discrete_gaussian
+from shoal.common.mechanisms.threshold_histogram import HistogramNoise
 from shoal.server.decoders.central.grids import cells, shifted_grids
 
 

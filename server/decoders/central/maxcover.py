@@ -32,9 +32,9 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import sparse
 
-from shoal.common.central_round import greedy_step as step_epsilon  # noqa: F401 (the rule lives with the spec)
 from shoal.common.errors import ConfigError
-from shoal.common.exponential_mechanism import choose
+from shoal.common.kinds.central import greedy_step as step_epsilon  # noqa: F401 (the rule lives with the spec)
+from shoal.common.mechanisms.exponential_mechanism import choose
 
 
 @dataclass(frozen=True)

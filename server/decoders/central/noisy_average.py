@@ -48,22 +48,22 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import sparse
 
-from shoal.common.accounting import spend_left, within
-from shoal.common.distributed_noise import (
+from shoal.common.errors import ConfigError
+from shoal.common.mechanisms.distributed_noise import (
     gaussian_clip,
     gaussian_rho,
     gaussian_sigma_sq,
     rho_for_tight,
     zcdp_delta_tight,
 )
-from shoal.common.errors import ConfigError
-from shoal.common.exact_sampling import (
+from shoal.common.mechanisms.exact_sampling import (
     MAX_GAUSSIAN_SIGMA_SQ,
     discrete_gaussian,
     discrete_gaussian_tail,
     discrete_laplace,
     laplace_scale_fraction,
 )
+from shoal.common.privacy.accounting import spend_left, within
 
 SIZE_SHARE = 0.1  # of eps for the sizes (NSV Alg. 5 gives them 1/5; measured below)
 TAIL_SHARE = 1e-3  # of the vector's delta, spent on truncating the Gaussian draws

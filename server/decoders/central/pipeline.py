@@ -1,7 +1,7 @@
 """Central k-means by private maximum coverage (seeds 000 and 003), end to end.
 
 ``central_kmeans(points, spec, rng)``: the four steps of
-``common/central_round.py`` on points already in the unit ball. Public
+``common/kinds/central.py`` on points already in the unit ball. Public
 randomness (the projection, the grids' shifts) comes from ``spec.seed``
 only; every private draw (the exponential mechanism, the empty cell it may
 pick, the counts, the lift) from ``rng``, which the caller seeds from the
@@ -21,10 +21,10 @@ from numpy.typing import NDArray
 from scipy import sparse
 from scipy.spatial import cKDTree
 
-from shoal.common.central_round import CentralSpec, curator_guarantee
 from shoal.common.errors import ConfigError
-from shoal.common.exact_sampling import discrete_laplace, laplace_scale_fraction
-from shoal.common.threats import curator_guarantee as curator_guarantee_words
+from shoal.common.kinds.central import CentralSpec, curator_guarantee
+from shoal.common.mechanisms.exact_sampling import discrete_laplace, laplace_scale_fraction
+from shoal.common.privacy.threats import curator_guarantee as curator_guarantee_words
 from shoal.server.decoders.central.greedy import greedy_fit
 from shoal.server.decoders.central.grids import (
     Occupied,

@@ -29,7 +29,7 @@ Memory: two (height, counters) integer tables, whatever T is (the exact
 partial sums of the open nodes and their noisy copies): O(log T) per
 counter, as the seed says. Pure numpy, private draws from ``rng``. The
 node noise families (``BinaryTreeNoise``, ``BinaryTreeGaussian``) live in
-``common/continual_noise.py``: a continual round's published config and
+``common/mechanisms/continual_noise.py``: a continual round's published config and
 event record are built from them.
 """
 
@@ -38,8 +38,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.continual_noise import BinaryTreeGaussian, BinaryTreeNoise
 from shoal.common.errors import ConfigError
+from shoal.common.mechanisms.continual_noise import BinaryTreeGaussian, BinaryTreeNoise
 
 
 class BinaryTree:

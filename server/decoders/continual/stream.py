@@ -9,7 +9,7 @@ released is post-processing of three families of binary-tree counters
 level (values), the finest cells' counts (the elbow's coreset) and the
 coordinate sums with the count (the private mean). Their sensitivities,
 noise and budget split are the round's public parameters and live in
-``common/continual_round.py`` (event-level DP over the whole release
+``common/kinds/continual.py`` (event-level DP over the whole release
 sequence: pure eps with discrete Laplace nodes, or (eps, delta) with
 discrete Gaussian nodes); a point adds (1 - |p - c| / r)^z in fixed point
 1/Q to its own cell's ball at every level, as in ``central/greedy.py``.
@@ -37,16 +37,16 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.central_round import GREEDY_SIDE, greedy_radii
-from shoal.common.continual_noise import BinaryTreeGaussian, BinaryTreeNoise
-from shoal.common.continual_round import (
+from shoal.common.errors import ConfigError
+from shoal.common.kinds.central import GREEDY_SIDE, greedy_radii
+from shoal.common.kinds.continual import (
     MEAN_BITS,
     ContinualEvent,
     ContinualParams,
     Q,
     continual_families,
 )
-from shoal.common.errors import ConfigError
+from shoal.common.mechanisms.continual_noise import BinaryTreeGaussian, BinaryTreeNoise
 from shoal.server.decoders.central.greedy import Z_OF, fixed_point_weights, stochastic_round
 from shoal.server.decoders.central.grids import Grid, shifted_grids
 from shoal.server.decoders.continual.binary_tree import BinaryTree

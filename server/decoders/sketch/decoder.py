@@ -1,4 +1,4 @@
-"""Decoding a sketch round (``common/sketch_round.py``): the global sketch,
+"""Decoding a sketch round (``common/kinds/sketch.py``): the global sketch,
 its SNR, CL-OMPR, and the privacy statement.
 
 ``SketchAccumulator`` holds what the reports add up to (linear, so it can
@@ -22,19 +22,19 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.accounting import central_guarantee
 from shoal.common.bounds import bound_to_dict
 from shoal.common.errors import DecodeError
-from shoal.common.events import local_epsilon
-from shoal.common.secure_sum import add_shares, decode_total
-from shoal.common.sketch import (
+from shoal.common.kinds.sketch import SketchRoundConfig
+from shoal.common.mechanisms.secure_sum import add_shares, decode_total
+from shoal.common.mechanisms.sketch import (
     noise_variance,
     shuffle_noise_variance,
     signal_power,
     sketch_from_sum,
 )
-from shoal.common.sketch_round import SketchRoundConfig
-from shoal.common.threats import local_guarantee, secure_sum_guarantee
+from shoal.common.privacy.accounting import central_guarantee
+from shoal.common.privacy.events import local_epsilon
+from shoal.common.privacy.threats import local_guarantee, secure_sum_guarantee
 from shoal.server.decoders.quality import sketch_quality
 from shoal.server.decoders.result import ClusteringResult
 from shoal.server.decoders.sketch.clompr import clompr

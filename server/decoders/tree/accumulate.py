@@ -15,8 +15,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shoal.common.errors import DecodeError
-from shoal.common.messages import ReportBatch
-from shoal.common.tree_round import RoundConfig
+from shoal.common.kinds.tree import RoundConfig
+from shoal.common.wire.messages import ReportBatch
 
 
 def scatter_add_rows(

@@ -47,15 +47,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.accounting import central_guarantee
 from shoal.common.bounds import clip_to_ball
 from shoal.common.errors import DecodeError
-from shoal.common.events import ComposedEvent, local_epsilon
-from shoal.common.nets import LatticeNet, node_space
+from shoal.common.kinds.tree import RoundConfig
+from shoal.common.kinds.tree_nets import LatticeNet, node_space
+from shoal.common.kinds.tree_randomness import PublicRandomness
 from shoal.common.picture import coreset_picture
-from shoal.common.public_random import PublicRandomness
-from shoal.common.threats import local_guarantee, shuffled_guarantee
-from shoal.common.tree_round import RoundConfig
+from shoal.common.privacy.accounting import central_guarantee
+from shoal.common.privacy.events import ComposedEvent, local_epsilon
+from shoal.common.privacy.threats import local_guarantee, shuffled_guarantee
 from shoal.server.decoders.kmeans import assign, weighted_kmeans
 from shoal.server.decoders.quality import tree_quality
 from shoal.server.decoders.result import ClusteringResult

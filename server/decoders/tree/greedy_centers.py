@@ -4,7 +4,7 @@ The tree round's reports already release, per level, private counts of the
 nettree's nodes (seed 004's frequency oracles; seed 001, Sec. B.3, asks
 the same of devices: their ball memberships at a sampled level). Here the
 significant nodes are the balls: level j's radius is its lattice spacing
-r_j = s_j = 2^(2-j) (``public_random.lattice_spacing``), and a ball's
+r_j = s_j = 2^(2-j) (``kinds.tree_randomness.lattice_spacing``), and a ball's
 value is, by ``values``:
 
 - ``"count"`` (``tree.centers = "greedy"``, the default): r_j^z times the
@@ -33,7 +33,7 @@ count), in the projected space and in squared distances, with a band of
 two standard deviations of the count noise's effect (sum over nodes of the
 count variance times the squared cost per unit). It misses the cost
 within a node, so it is the curve's shape, not the data's cost; an elbow
-round on the ordered centers (``common/elbow_round.py``) releases the
+round on the ordered centers (``common/kinds/elbow.py``) releases the
 data's cost of every k' with a second, small budget.
 """
 
@@ -46,8 +46,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shoal.common.errors import ConfigError
-from shoal.common.public_random import lattice_spacing
-from shoal.common.tree_round import RoundConfig
+from shoal.common.kinds.tree import RoundConfig
+from shoal.common.kinds.tree_randomness import lattice_spacing
 from shoal.server.decoders.greedy_order import Balls, coreset_elbow, greedy_order
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.hadamard import fwht, fwht_in_place
-from shoal.common.hashing import bucket_hash
-from shoal.common.local_hashing import LocalHashingParams, estimate_counts
-from shoal.common.public_random import PublicRandomness
+from shoal.common.kinds.tree_randomness import PublicRandomness
+from shoal.common.mechanisms.hadamard import fwht, fwht_in_place
+from shoal.common.mechanisms.local_hashing import LocalHashingParams, estimate_counts
+from shoal.common.randomness.hashing import bucket_hash
 from shoal.server.decoders.tree.accumulate import LevelAccumulator
 
 

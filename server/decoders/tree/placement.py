@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.nets import LatticeNet
+from shoal.common.kinds.tree_nets import LatticeNet
 from shoal.server.decoders.tree.tree import NetTree
 
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.nets import NodeSpace
-from shoal.common.tree_round import RoundConfig
+from shoal.common.kinds.tree import RoundConfig
+from shoal.common.kinds.tree_nets import NodeSpace
 from shoal.server.decoders.tree.oracles import FrequencyOracle
 
 

@@ -7,7 +7,7 @@ import base64
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import PlainTextResponse
 
-from shoal.common.public_stream import PROTOCOL_VERSION, PROTOCOLS
+from shoal.common.randomness.public_stream import PROTOCOL_VERSION, PROTOCOLS
 from shoal.server.edge.deps import Service
 
 router = APIRouter(tags=["health"])
@@ -21,7 +21,7 @@ def healthz() -> dict[str, str]:
 @router.get("/protocol")
 def protocol() -> dict[str, object]:
     """The wire protocol versions this server accepts in configs and messages
-    (``common/public_stream.py``; a message of another version gets 422)."""
+    (``common/randomness/public_stream.py``; a message of another version gets 422)."""
     return {"protocols": list(PROTOCOLS), "current": PROTOCOL_VERSION}
 
 

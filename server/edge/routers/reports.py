@@ -5,9 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, Request
 from starlette.concurrency import run_in_threadpool
 
-from shoal.common.binary_wire import CONTENT_TYPE, SKETCH_MAGIC, sketch_message
 from shoal.common.errors import ReportError
-from shoal.common.messages import CodebookMessage, DeviceMessage, PointMessage, SketchMessage
+from shoal.common.wire.binary import CONTENT_TYPE, SKETCH_MAGIC, sketch_message
+from shoal.common.wire.models import CodebookMessage, DeviceMessage, PointMessage, SketchMessage
 from shoal.server.edge.api_models import (
     AcceptedOut,
     BatchIn,
@@ -42,7 +42,7 @@ async def post_report(round_id: str, body: DeviceMessage | SketchMessage | Point
                  "type": "string", "format": "binary",
                  "description": "b'SHB' + format 2 + protocol, then per device 16 bytes of message id and a "
                                 "22-byte tree row; or one local sketch: b'SHS' + format 1 + protocol, message id, "
-                                "n0, grid exponent, width, 2m grid integers (common/binary_wire.py)"}}}}})
+                                "n0, grid exponent, width, 2m grid integers (common/wire/binary.py)"}}}}})
 async def post_binary(round_id: str, request: Request, service: Service, settings: ServerSettings) -> AcceptedOut:
     """A batch of tree reports in the compact binary form (issue 19): 38 bytes
     a device instead of ~230 of JSON, parsed with numpy, validated like JSON.

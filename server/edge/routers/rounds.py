@@ -76,7 +76,7 @@ def get_round(round_id: str, service: Service) -> RoundOut:
 @router.get("/{round_id}/config")
 def get_config(round_id: str, service: Service, response: Response) -> dict[str, object]:
     """The round's public config, signed by the server's identity key
-    (``common/signing.py``): devices and the shuffler verify it against the
+    (``common/wire/signing.py``): devices and the shuffler verify it against the
     fingerprint they were given out of band."""
     row = service.get(round_id)
     response.headers["Cache-Control"] = "public, max-age=300"

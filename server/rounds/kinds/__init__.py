@@ -1,4 +1,4 @@
-"""The server half of every round kind, by name (``common/kinds.py`` explains the halves).
+"""The server half of every round kind, by name (``common/kinds/__init__.py`` explains the halves).
 
 The round service finds a round's kind here and never switches on config
 types. Adding a kind: write its module beside these and add it below.

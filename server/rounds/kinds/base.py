@@ -1,4 +1,4 @@
-"""The server half of a round kind (``common/kinds.py`` explains the three halves).
+"""The server half of a round kind (``common/kinds/__init__.py`` explains the three halves).
 
 Domain objects only: the edge turns its pydantic models into a
 :class:`RoundRequest` / :class:`RefineRequest`; a kind never sees HTTP.
@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 from pydantic import BaseModel
 
 from shoal.common.bounds import PublicBound
-from shoal.common.messages import ReportBatch
+from shoal.common.wire.messages import ReportBatch
 
 # How a kind's reports are kept: "reports" is the compact per-report row table
 # (tree rounds, committed in groups); "payloads" is fixed-width rows (sketches, shares).
@@ -98,7 +98,7 @@ class ServerKind(Protocol):
     name: str
     encoders: tuple[str, ...]  # the ``encoder`` values of POST /rounds it serves (none: made another way)
     refinable: bool  # can a refine round be opened on its centers
-    refine_split: int  # candidates per center a refine round on it takes by default (``refine_round.py``)
+    refine_split: int  # candidates per center a refine round on it takes by default (``kinds/refine.py``)
     storage: Storage
     # Does ``decode`` draw private randomness on what the server holds (a
     # curator's noise on raw points)? Then its first result is the round's one

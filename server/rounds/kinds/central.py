@@ -16,9 +16,9 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel
 
-from shoal.common.central_round import ALGORITHMS, NAME, CentralConfig, derive_central_round
 from shoal.common.errors import ConfigError, DecodeError
-from shoal.common.messages import PointMessage, point_rows
+from shoal.common.kinds.central import ALGORITHMS, NAME, CentralConfig, derive_central_round
+from shoal.common.wire.models import PointMessage, point_rows
 from shoal.server.decoders.central.pipeline import central_kmeans, privacy_statement
 from shoal.server.rounds.kinds.base import RoundRequest, RoundsView
 

@@ -22,15 +22,16 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel
 
-from shoal.common.continual_round import (
+from shoal.common.errors import ConfigError, ReportError
+from shoal.common.kinds.continual import (
     DEFAULT_LEVELS,
     NAME,
     ContinualConfig,
     continual_statement,
     derive_continual_round,
 )
-from shoal.common.errors import ConfigError, ReportError
-from shoal.common.messages import StreamMessage, ball_rows
+from shoal.common.wire.fields import ball_rows
+from shoal.common.wire.models import StreamMessage
 from shoal.server.decoders.continual.events import DELETE, HEAD, INSERT, event_rows
 from shoal.server.decoders.continual.stream import ContinualGreedy, StepRelease
 from shoal.server.rounds.kinds.base import RoundRequest, RoundsView

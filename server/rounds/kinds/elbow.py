@@ -1,5 +1,5 @@
 """The elbow kind on the server: every k' cost of a done round's ordered
-centers, through secure summation (``common/elbow_round.py``). Opened on a
+centers, through secure summation (``common/kinds/elbow.py``). Opened on a
 parent whose result carries an elbow (ordered centers: a tree round with
 ``tree.centers = "greedy"``) by ``POST /rounds/{id}/elbow``, never from
 ``POST /rounds``; its privacy statement composes the parent and every
@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from shoal.common.bounds import PublicBound
-from shoal.common.elbow_round import NAME, ElbowConfig, derive_elbow
 from shoal.common.errors import ConfigError
+from shoal.common.kinds.elbow import NAME, ElbowConfig, derive_elbow
 from shoal.server.decoders.elbow import BAND_LEVEL, elbow_from_drops
 from shoal.server.decoders.shares import ShareTotal
 from shoal.server.rounds.kinds.base import (

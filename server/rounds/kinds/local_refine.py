@@ -1,6 +1,6 @@
 """The local refine kind on the server: one Lloyd step on a done local
 round's centers, from fresh devices' eps-LDP codebook reports
-(``common/local_refine_round.py``). Opened on a parent round
+(``common/kinds/local_refine.py``). Opened on a parent round
 (``derive_child``), never from ``POST /rounds``."""
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from pydantic import BaseModel
 
 from shoal.common.bounds import PublicBound
 from shoal.common.errors import ConfigError, ReportError
-from shoal.common.local_refine_round import (
+from shoal.common.kinds.local_refine import (
     NAME,
     LocalRefineConfig,
     count_noise_sd,
     derive_local_refine,
 )
-from shoal.common.messages import CodebookMessage, codebook_rows
+from shoal.common.wire.models import CodebookMessage, codebook_rows
 from shoal.server.decoders.local_refine import (
     CodebookTotal,
     local_refine_answer,

@@ -1,4 +1,4 @@
-"""The partition kind on the server (``common/partition_round.py``): a
+"""The partition kind on the server (``common/kinds/partition.py``): a
 shuffle-model first round whose noise is central. Devices send secure-sum
 shares of their bucket's (point, 1) through the shuffler; the server
 decodes the noisy bucket sums and clusters the bucket means (weighted
@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from shoal.common.errors import ConfigError
-from shoal.common.partition_round import NAME, REFINE_SPLIT, PartitionConfig, derive_partition
+from shoal.common.kinds.partition import NAME, REFINE_SPLIT, PartitionConfig, derive_partition
 from shoal.server.decoders.partition import partition_centers, partition_statement
 from shoal.server.decoders.shares import ShareTotal
 from shoal.server.rounds.kinds.base import RoundRequest, RoundsView

@@ -1,5 +1,5 @@
 """The refine kind on the server: one Lloyd step on a done round's centers
-through secure summation (``common/refine_round.py``). Opened on a parent
+through secure summation (``common/kinds/refine.py``). Opened on a parent
 round (``derive_child``), never from ``POST /rounds``; its privacy statement
 composes the parent and every round opened on it."""
 
@@ -12,7 +12,7 @@ import numpy as np
 
 from shoal.common.bounds import PublicBound
 from shoal.common.errors import ConfigError
-from shoal.common.refine_round import NAME, RefineConfig, derive_refine
+from shoal.common.kinds.refine import NAME, RefineConfig, derive_refine
 from shoal.server.decoders.refine import refine_answer
 from shoal.server.decoders.shares import ShareTotal
 from shoal.server.rounds.kinds.base import (

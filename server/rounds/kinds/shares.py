@@ -13,11 +13,11 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel
 
-from shoal.common.accounting import central_guarantee
-from shoal.common.events import RoundsEvent
 from shoal.common.kinds import config_kinds
-from shoal.common.messages import ShareMessage, share_array
-from shoal.common.threats import secure_sum_guarantee
+from shoal.common.privacy.accounting import central_guarantee
+from shoal.common.privacy.events import RoundsEvent
+from shoal.common.privacy.threats import secure_sum_guarantee
+from shoal.common.wire.models import ShareMessage, share_array
 from shoal.server.decoders.shares import ShareTotal
 from shoal.server.rounds.kinds.base import RoundsView
 

@@ -13,8 +13,8 @@ from numpy.typing import NDArray
 from pydantic import BaseModel
 
 from shoal.common.errors import ReportError
-from shoal.common.messages import ShareMessage, SketchMessage, share_array, sketch_rows
-from shoal.common.sketch_round import NAME, SketchRoundConfig, derive_sketch_round
+from shoal.common.kinds.sketch import NAME, SketchRoundConfig, derive_sketch_round
+from shoal.common.wire.models import ShareMessage, SketchMessage, share_array, sketch_rows
 from shoal.server.decoders.sketch.decoder import (
     SketchAccumulator,
     SketchDecoder,

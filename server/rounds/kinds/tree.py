@@ -11,8 +11,9 @@ import numpy as np
 from pydantic import BaseModel
 
 from shoal.common.errors import ReportError
-from shoal.common.messages import DeviceMessage, ReportBatch
-from shoal.common.tree_round import ENCODER_CHOICES, NAME, RoundConfig, TreeParams, derive_config
+from shoal.common.kinds.tree import ENCODER_CHOICES, NAME, RoundConfig, TreeParams, derive_config
+from shoal.common.wire.messages import ReportBatch
+from shoal.common.wire.models import DeviceMessage
 from shoal.server.decoders.tree.accumulate import LevelAccumulator
 from shoal.server.decoders.tree.decoder import TreeDecoder, privacy_statement
 from shoal.server.rounds.kinds.base import RoundRequest, RoundsView

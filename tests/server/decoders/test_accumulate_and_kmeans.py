@@ -1,7 +1,7 @@
 import numpy as np
 
 from shoal.client.encoder import encode_arrays
-from shoal.common.tree_round import derive_config
+from shoal.common.kinds.tree import derive_config
 from shoal.server.decoders.kmeans import weighted_kmeans
 from shoal.server.decoders.tree.accumulate import LevelAccumulator, scatter_add_rows
 

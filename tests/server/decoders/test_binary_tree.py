@@ -11,8 +11,8 @@ import math
 import numpy as np
 import pytest
 
-from shoal.common.continual_noise import BinaryTreeGaussian, BinaryTreeNoise, tree_height
 from shoal.common.errors import ConfigError
+from shoal.common.mechanisms.continual_noise import BinaryTreeGaussian, BinaryTreeNoise, tree_height
 from shoal.server.decoders.continual.binary_tree import BinaryTree
 from tests.dp_audit import delta_lower_bound, joint_counts, simultaneous_lower_bound
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from shoal.common.central_round import derive_central
+from shoal.common.kinds.central import derive_central
 from shoal.server.decoders.central.pipeline import (
     central_kmeans,
     privacy_statement,
@@ -141,7 +141,8 @@ def test_a_histogram_run_states_its_cover_as_a_thresholded_histogram():
 
 def test_stored_rows_hold_a_devices_records_and_blanks_for_the_ones_it_did_not_send():
     from shoal.common.errors import ReportError
-    from shoal.common.messages import PointMessage, new_message_id, point_rows
+    from shoal.common.wire.fields import new_message_id
+    from shoal.common.wire.models import PointMessage, point_rows
     from shoal.server.rounds.kinds.central import PointRows
 
     msgs = [PointMessage(round_id="r", message_id=new_message_id(), points=[[0.1, 0.2], [0.3, -0.4], [2.0, 0.0]]),

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from shoal.common.errors import ConfigError, DecodeError
-from shoal.common.sketch import (
+from shoal.common.mechanisms.sketch import (
     SketchParams,
     default_scales,
     exact_sketch,

@@ -12,15 +12,15 @@ import math
 import numpy as np
 import pytest
 
-from shoal.common.continual_noise import tree_height
-from shoal.common.continual_round import (
+from shoal.common.errors import ConfigError
+from shoal.common.kinds.continual import (
     MEAN_BITS,
     ContinualParams,
     Q,
     continual_guarantee,
     continual_statement,
 )
-from shoal.common.errors import ConfigError
+from shoal.common.mechanisms.continual_noise import tree_height
 from shoal.server.decoders.central.greedy import fixed_point_weights
 from shoal.server.decoders.continual.stream import ContinualGreedy
 

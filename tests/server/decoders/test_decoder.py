@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from shoal.common.bounds import PublicBound
-from shoal.common.tree_round import duchi_mean_variance
+from shoal.common.kinds.tree import duchi_mean_variance
 from shoal.deploy.datasets import city_locations, paper_mixture, skewed_box
 from shoal.deploy.simulate import simulate
 from shoal.server.decoders.tree.decoder import TreeDecoder
@@ -39,7 +39,7 @@ def test_never_worse_than_the_private_mean(encoder):
 
 def test_result_carries_a_privacy_statement():
     from shoal.client.encoder import encode_arrays
-    from shoal.common.tree_round import derive_config
+    from shoal.common.kinds.tree import derive_config
     from shoal.server.decoders.tree.accumulate import LevelAccumulator
     from shoal.server.decoders.tree.decoder import TreeDecoder
 
@@ -56,7 +56,7 @@ def test_a_projected_nettree_in_a_box_draws_its_coreset_in_the_datas_space():
     # d = 16 projects to d' = 5 lattice dimensions; the box bound is 16-dimensional. The picture's
     # axes and origin live in the data's 16 features (the lattice points do not: they are in R^5).
     from shoal.client.encoder import encode_arrays
-    from shoal.common.tree_round import derive_config
+    from shoal.common.kinds.tree import derive_config
     from shoal.server.decoders.tree.accumulate import LevelAccumulator
 
     rng = np.random.default_rng(0)
@@ -170,7 +170,7 @@ def test_a_consuming_decode_gives_the_same_answer_and_spends_its_accumulator():
     accumulator refuses to be added to or decoded again."""
     from shoal.client.encoder import encode_arrays
     from shoal.common.errors import DecodeError
-    from shoal.common.tree_round import derive_config
+    from shoal.common.kinds.tree import derive_config
     from shoal.server.decoders.tree.accumulate import LevelAccumulator
 
     cfg = derive_config(20_000, 10, 3, 4.0, seed=1)
@@ -194,7 +194,7 @@ def test_lattice_coreset_lies_in_the_ball_where_the_devices_are():
     never a node no device can reach (a far noisy count once pulled a center
     there and two real clusters were merged: 2-D, 1,000 devices, eps 8)."""
     from shoal.client.encoder import encode_arrays
-    from shoal.common.tree_round import derive_config
+    from shoal.common.kinds.tree import derive_config
     from shoal.server.decoders.tree.accumulate import LevelAccumulator
 
     rng = np.random.default_rng(1)

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from shoal.common.elbow_round import drop_sum_params
-from shoal.common.secure_sum import noise_shares
+from shoal.common.kinds.elbow import drop_sum_params
+from shoal.common.mechanisms.secure_sum import noise_shares
 from shoal.server.decoders.elbow import (
     BAND_LEVEL,
     band_quantile,

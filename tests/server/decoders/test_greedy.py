@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from shoal.common.central_round import GREEDY_Q, curator_guarantee, derive_central
 from shoal.common.cost_drops import DIAMETER, point_drops, prefix_costs
 from shoal.common.errors import ConfigError
-from shoal.common.threshold_histogram import (
+from shoal.common.kinds.central import GREEDY_Q, curator_guarantee, derive_central
+from shoal.common.mechanisms.threshold_histogram import (
     HistogramNoise,
     calibrate_histogram,
     histogram_guarantee,

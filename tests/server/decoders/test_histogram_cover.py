@@ -14,7 +14,7 @@ import pytest
 from scipy import stats
 
 from shoal.common.errors import ConfigError
-from shoal.common.threshold_histogram import HistogramNoise, calibrate_histogram
+from shoal.common.mechanisms.threshold_histogram import HistogramNoise, calibrate_histogram
 from shoal.server.decoders.central.grids import shifted_grids
 from shoal.server.decoders.central.histogram import histogram_level, released
 

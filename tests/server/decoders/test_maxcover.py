@@ -104,7 +104,7 @@ def test_one_pick_is_the_exponential_mechanism_over_every_set_of_the_universe():
     rows and the empty sets are one block, then one of them uniformly: the law
     of the pick must still be the mechanism over every set (rows 0..4, and the
     3 empty sets as one outcome, -1)."""
-    from shoal.common.exponential_mechanism import probabilities
+    from shoal.common.mechanisms.exponential_mechanism import probabilities
     from shoal.server.decoders.central.maxcover import _pick
 
     gains = np.array([0, 2, 2, 1, 0])

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from shoal.common.bounds import PublicBound
-from shoal.common.partition_round import codes, contributions, derive_partition
+from shoal.common.kinds.partition import codes, contributions, derive_partition
 from shoal.server.decoders.partition import partition_centers, partition_statement
 
 

@@ -4,8 +4,8 @@ children's count-weighted net points, with the position noise the safety net use
 import numpy as np
 
 from shoal.client.encoder import encode_arrays
-from shoal.common.nets import LatticeNet, node_space
-from shoal.common.tree_round import derive_config
+from shoal.common.kinds.tree import derive_config
+from shoal.common.kinds.tree_nets import LatticeNet, node_space
 from shoal.deploy.datasets import city_locations
 from shoal.deploy.evaluation import evaluate
 from shoal.server.decoders.tree.accumulate import LevelAccumulator

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from shoal.common.bounds import PublicBound
-from shoal.common.refine_round import contributions, derive_refine
+from shoal.common.kinds.refine import contributions, derive_refine
 from shoal.server.decoders.kmeans import kmeans_cost
 from shoal.server.decoders.refine import refine_answer
 

@@ -8,9 +8,9 @@ import pytest
 from shoal.client.sketch_encoder import sketch_messages, sketch_shares
 from shoal.common.bounds import PublicBound
 from shoal.common.errors import DecodeError
-from shoal.common.messages import sketch_rows
-from shoal.common.sketch import exact_sketch, noise_variance
-from shoal.common.sketch_round import derive_sketch_round
+from shoal.common.kinds.sketch import derive_sketch_round
+from shoal.common.mechanisms.sketch import exact_sketch, noise_variance
+from shoal.common.wire.models import sketch_rows
 from shoal.server.decoders.kmeans import kmeans_cost, weighted_kmeans
 from shoal.server.decoders.result import Decoder
 from shoal.server.decoders.sketch.decoder import SketchAccumulator, SketchDecoder

@@ -3,9 +3,9 @@
 import numpy as np
 
 from shoal.client.encoder import encode_arrays
-from shoal.common.nets import node_space
-from shoal.common.public_random import PublicRandomness
-from shoal.common.tree_round import derive_config
+from shoal.common.kinds.tree import derive_config
+from shoal.common.kinds.tree_nets import node_space
+from shoal.common.kinds.tree_randomness import PublicRandomness
 from shoal.deploy.datasets import paper_mixture
 from shoal.server.decoders.tree.accumulate import LevelAccumulator
 from shoal.server.decoders.tree.oracles import FrequencyOracle

@@ -8,8 +8,8 @@ import numpy as np
 from tests_helpers import stored_message_ids
 
 from shoal.client.encoder import encode_arrays
-from shoal.common.envelope import seal
-from shoal.common.tree_round import config_from_dict
+from shoal.common.kinds.tree import config_from_dict
+from shoal.common.wire.envelope import seal
 from shoal.deploy.datasets import paper_mixture
 
 

@@ -90,7 +90,7 @@ def test_tuning_overrides_that_are_valid_are_applied(client):
 
 
 def test_a_round_config_refuses_a_non_integer_level_count():
-    from shoal.common.tree_round import RoundConfig, derive_config
+    from shoal.common.kinds.tree import RoundConfig, derive_config
 
     cfg = derive_config(1000, 3, 2, 2.0, seed=1)
     fields = {f: getattr(cfg, f) for f in RoundConfig.__dataclass_fields__}
@@ -124,7 +124,7 @@ def test_a_round_without_an_encoder_gets_the_one_auto_chooses(client):
 
 
 def test_auto_in_the_shuffle_model_stays_a_tree_round_with_its_local_guarantee(client):
-    """Even where a partition round would answer better (letter-sized rounds, refine_round.first_round),
+    """Even where a partition round would answer better (letter-sized rounds, kinds.refine.first_round),
     the server's auto keeps the tree: a partition round has no local guarantee, and devices that did
     not consent to that would refuse it. The operator names a partition round."""
     shuffle = {"model": "shuffle", "delta": 1e-6, "epsilon": 1.0}

@@ -5,8 +5,8 @@ import httpx
 import numpy as np
 
 from shoal.client.encoder import encode_arrays
-from shoal.common.binary_wire import CONTENT_TYPE, decode_reports, encode_reports
-from shoal.common.tree_round import config_from_dict
+from shoal.common.kinds.tree import config_from_dict
+from shoal.common.wire.binary import CONTENT_TYPE, decode_reports, encode_reports
 from shoal.deploy.datasets import paper_mixture
 
 BIN = {"content-type": CONTENT_TYPE}

@@ -1,5 +1,5 @@
 """Browser devices on an operator's own pages (SHOAL_DEVICE_ORIGINS,
-``common/device_cors.py``): the server answers CORS for the listed origins
+``common/services/device_cors.py``): the server answers CORS for the listed origins
 on the device endpoints, for GET and POST with content-type only, and on
 nothing else."""
 

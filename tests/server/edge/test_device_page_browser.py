@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from shoal.common.signing import identity_path, load_or_create_signing_key
+from shoal.common.wire.signing import identity_path, load_or_create_signing_key
 from shoal.server.edge.routers.device_page import JS_ROOT
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -7,7 +7,7 @@ import numpy as np
 from tests_helpers import done_tree_round
 
 from shoal.client.kinds.local_refine import codebook_messages
-from shoal.common.local_refine_round import local_refine_from_dict
+from shoal.common.kinds.local_refine import local_refine_from_dict
 from shoal.deploy.datasets import paper_mixture
 
 

@@ -18,9 +18,9 @@ import pytest
 from tests_helpers import free_port, wait_healthy
 
 from shoal.client.encoder import encode
-from shoal.common.access_log import AccessSummary, Route, access_summary
 from shoal.common.cli import main
 from shoal.common.kinds import parse_config
+from shoal.common.services.access_log import AccessSummary, Route, access_summary
 
 OP = "op-" + "x" * 20
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from shoal.common.public_stream import PROTOCOL_VERSION
+from shoal.common.randomness.public_stream import PROTOCOL_VERSION
 from shoal.server.edge.app import create_app
 from shoal.server.edge.dashboard.headers import CSP
 from shoal.server.edge.routers import device_page

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from tests_helpers import done_tree_round
 
-from shoal.common.messages import sealed_share_parts
-from shoal.common.refine_round import contributions, refine_from_dict
-from shoal.common.secure_sum import encode_devices
+from shoal.common.kinds.refine import contributions, refine_from_dict
+from shoal.common.mechanisms.secure_sum import encode_devices
+from shoal.common.wire.messages import sealed_share_parts
 from shoal.deploy.datasets import paper_mixture
 
 
@@ -113,7 +113,7 @@ def _send_shares(server, round_json, contributions_of, ds):
 
 
 def test_a_refine_round_on_a_partition_round_splits_each_center_in_two_by_default(server):
-    from shoal.common.partition_round import contributions as partition_contributions
+    from shoal.common.kinds.partition import contributions as partition_contributions
 
     ds = paper_mixture(2000, d=4, k=3, seed=4)
     body = {"k": 3, "dim": 4, "epsilon": 1.0, "n_expected": 2000, "encoder": "partition", "model": "shuffle",

@@ -14,10 +14,10 @@ import pytest
 from tests_helpers import pg_schema, spawn_server
 
 from shoal.client.encoder import encode_arrays
-from shoal.common.binary_wire import CONTENT_TYPE, encode_reports
-from shoal.common.tree_round import config_from_dict
+from shoal.common.kinds.tree import config_from_dict
+from shoal.common.wire.binary import CONTENT_TYPE, encode_reports
 from shoal.deploy.datasets import paper_mixture
-from shoal.deploy.sim import free_port, wait_healthy
+from shoal.deploy.processes import free_port, wait_healthy
 
 OP = {"Authorization": "Bearer op-" + "x" * 20}
 

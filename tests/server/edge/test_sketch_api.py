@@ -12,9 +12,9 @@ from shoal.client.device import Device
 from shoal.client.sketch_encoder import sketch_messages, sketch_shares
 from shoal.common.bounds import PublicBound
 from shoal.common.errors import PrivacyError
-from shoal.common.messages import sealed_share_parts
-from shoal.common.sketch import exact_sketch, noise_variance
-from shoal.common.sketch_round import sketch_round_from_dict
+from shoal.common.kinds.sketch import sketch_round_from_dict
+from shoal.common.mechanisms.sketch import exact_sketch, noise_variance
+from shoal.common.wire.messages import sealed_share_parts
 from shoal.deploy.datasets import Dataset
 from shoal.server.decoders.kmeans import kmeans_cost, weighted_kmeans
 

@@ -24,7 +24,7 @@ from tests_helpers import free_port
 
 from shoal.client.encoder import encode_arrays
 from shoal.common.errors import ConfigError
-from shoal.common.tree_round import config_from_dict
+from shoal.common.kinds.tree import config_from_dict
 from shoal.server.rounds import reduction
 from shoal.server.rounds.kinds import RoundRequest
 from shoal.server.rounds.service import RoundService, RoundsSettings

@@ -10,7 +10,7 @@ import httpx
 import numpy as np
 
 from shoal.client.encoder import encode_arrays
-from shoal.common.tree_round import config_from_dict
+from shoal.common.kinds.tree import config_from_dict
 
 
 def _round_with_reports(server, n):

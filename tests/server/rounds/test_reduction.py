@@ -11,7 +11,7 @@ from tests_helpers import pg_schema
 
 from shoal.client.encoder import encode_arrays
 from shoal.common.errors import ConfigError
-from shoal.common.messages import new_message_id
+from shoal.common.wire.fields import new_message_id
 from shoal.server.rounds import reduction
 from shoal.server.rounds.kinds import RoundRequest
 from shoal.server.rounds.service import RoundService, RoundsSettings
@@ -150,7 +150,7 @@ def test_service_decodes_on_its_settings_scheduler_without_reading_in_process(tm
 
 
 def test_an_unreachable_scheduler_is_refused_before_the_round_changes_state(tmp_path, monkeypatch):
-    from shoal.deploy.sim import free_port
+    from shoal.deploy.processes import free_port
 
     monkeypatch.setattr(reduction, "CONNECT_SECONDS", 1.0)
     service = _service(tmp_path)
@@ -174,8 +174,8 @@ def test_a_scheduler_without_workers_is_dask_unavailable_not_a_wait_for_ever(tmp
 def test_cluster_endpoint_answers_422_for_a_bad_scheduler_and_503_for_an_unreachable_one(server):
     import httpx
 
-    from shoal.common.tree_round import config_from_dict
-    from shoal.deploy.sim import free_port
+    from shoal.common.kinds.tree import config_from_dict
+    from shoal.deploy.processes import free_port
 
     r = httpx.post(server.url + "/rounds", json={"k": 3, "dim": 4, "epsilon": 4.0, "n_expected": 500},
                    headers=server.op_headers())
@@ -199,10 +199,10 @@ def test_cluster_endpoint_answers_422_for_a_bad_scheduler_and_503_for_an_unreach
 
 def _payload_configs():
     from shoal.common.bounds import PublicBound
-    from shoal.common.central_round import derive_central_round
-    from shoal.common.local_refine_round import derive_local_refine
-    from shoal.common.refine_round import derive_refine
-    from shoal.common.sketch_round import derive_sketch_round
+    from shoal.common.kinds.central import derive_central_round
+    from shoal.common.kinds.local_refine import derive_local_refine
+    from shoal.common.kinds.refine import derive_refine
+    from shoal.common.kinds.sketch import derive_sketch_round
 
     bound = PublicBound(radius=2.0)
     return {

@@ -16,16 +16,17 @@ import numpy as np
 import pytest
 
 from shoal.common.bounds import PublicBound
-from shoal.common.central_round import ALGORITHMS, derive_central_round
-from shoal.common.elbow_round import derive_elbow
-from shoal.common.envelope import seal
 from shoal.common.kinds import dump_config
-from shoal.common.local_refine_round import derive_local_refine
-from shoal.common.messages import PointMessage, new_message_id
-from shoal.common.partition_round import derive_partition
-from shoal.common.refine_round import derive_refine
-from shoal.common.sketch_round import derive_sketch_round
-from shoal.common.tree_round import derive_config
+from shoal.common.kinds.central import ALGORITHMS, derive_central_round
+from shoal.common.kinds.elbow import derive_elbow
+from shoal.common.kinds.local_refine import derive_local_refine
+from shoal.common.kinds.partition import derive_partition
+from shoal.common.kinds.refine import derive_refine
+from shoal.common.kinds.sketch import derive_sketch_round
+from shoal.common.kinds.tree import derive_config
+from shoal.common.wire.envelope import seal
+from shoal.common.wire.fields import new_message_id
+from shoal.common.wire.models import PointMessage
 from shoal.server.edge.api_models import ResultOut
 from shoal.server.rounds.kinds import SERVER_KINDS
 from shoal.server.rounds.service import RoundService, RoundsSettings, RoundStateError

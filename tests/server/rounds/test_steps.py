@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 from shoal.common.bounds import PublicBound
-from shoal.common.envelope import public_key_bytes, seal
 from shoal.common.errors import ConfigError
-from shoal.common.messages import StreamMessage, new_message_id
+from shoal.common.wire.envelope import public_key_bytes, seal
+from shoal.common.wire.fields import new_message_id
+from shoal.common.wire.models import StreamMessage
 from shoal.server.decoders.continual.events import split_steps
 from shoal.server.decoders.continual.stream import ContinualGreedy
 from shoal.server.rounds.kinds import RoundRequest

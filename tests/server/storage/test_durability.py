@@ -6,7 +6,7 @@ import numpy as np
 from tests_helpers import send_until_killed, stored_message_ids
 
 from shoal.client.encoder import encode_arrays
-from shoal.common.tree_round import config_from_dict
+from shoal.common.kinds.tree import config_from_dict
 
 
 def test_every_acknowledged_report_survives_sigkill_exactly_once(server):

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from shoal.client.encoder import encode_arrays
-from shoal.common.messages import new_message_id
-from shoal.common.tree_round import config_to_dict, derive_config
+from shoal.common.kinds.tree import config_to_dict, derive_config
+from shoal.common.wire.fields import new_message_id
 from shoal.server.storage.sqlite import SQLiteStore
 from shoal.server.storage.store import StoreError
 
@@ -222,8 +222,8 @@ _WRITER = textwrap.dedent("""
     import sys
     import numpy as np
     from shoal.client.encoder import encode_arrays
-    from shoal.common.messages import new_message_id
-    from shoal.common.tree_round import config_to_dict, derive_config
+    from shoal.common.wire.messages import new_message_id
+    from shoal.common.kinds.tree import config_to_dict, derive_config
     from shoal.server.storage.sqlite import SQLiteStore
     from shoal.server.storage.store import UnknownRound
 

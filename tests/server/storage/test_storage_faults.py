@@ -13,7 +13,7 @@ import numpy as np
 from tests_helpers import free_port, wait_healthy
 
 from shoal.client.encoder import encode_arrays
-from shoal.common.tree_round import config_from_dict
+from shoal.common.kinds.tree import config_from_dict
 
 
 def _spawn_limited(env, port, db, limit_bytes):

@@ -7,11 +7,12 @@ import pytest
 from tests_helpers import pg_schema
 
 from shoal.client.encoder import encode_arrays
-from shoal.common.messages import new_message_id
-from shoal.common.tree_round import config_to_dict, derive_config
+from shoal.common.kinds.tree import config_to_dict, derive_config
+from shoal.common.wire.fields import new_message_id
+from shoal.server.storage.factory import open_store
 from shoal.server.storage.postgres import PostgresStore
 from shoal.server.storage.sqlite import SQLiteStore
-from shoal.server.storage.store import StoreError, open_store
+from shoal.server.storage.store import StoreError
 
 
 def _pg_store():

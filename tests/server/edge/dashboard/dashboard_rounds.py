@@ -60,8 +60,8 @@ class Api:
         """A secure-sum round's shares of ``points``' devices (the kind's device half)."""
         from shoal.client.kinds import device_kind
         from shoal.common.kinds import kind_name, parse_config
-        from shoal.common.messages import sealed_share_parts
-        from shoal.common.secure_sum import encode_devices
+        from shoal.common.mechanisms.secure_sum import encode_devices
+        from shoal.common.wire.messages import sealed_share_parts
 
         cfg = parse_config(rnd["config"])
         contributions = device_kind(kind_name(rnd["config"])).contributions
@@ -81,7 +81,7 @@ def blobs(n: int, d: int, seed: int = 0) -> NDArray[np.float64]:
 def tree(api: Api, points: NDArray[np.float64], **body: object) -> str:
     """A tree round (lsh, local unless ``body`` says) of ``points``' devices, decoded."""
     from shoal.client.encoder import encode_arrays
-    from shoal.common.tree_round import config_from_dict
+    from shoal.common.kinds.tree import config_from_dict
 
     rnd = api.create({"k": 3, "dim": points.shape[1], "epsilon": 8.0, "n_expected": max(len(points), 1),
                       "encoder": "lsh"} | body)
@@ -125,7 +125,7 @@ def tree_shuffle(api: Api) -> str:
 def sketch(api: Api) -> str:
     """A local sketch round: ten devices of 100 records each."""
     from shoal.client.sketch_encoder import sketch_messages
-    from shoal.common.sketch_round import sketch_round_from_dict
+    from shoal.common.kinds.sketch import sketch_round_from_dict
 
     rnd = api.create({"k": 3, "dim": 3, "epsilon": 1.0, "n_expected": 1000, "encoder": "sketch"})
     api.reports(rnd["id"], sketch_messages(blobs(1000, 3, seed=3), np.full(10, 100),
@@ -136,7 +136,7 @@ def sketch(api: Api) -> str:
 
 def _sealed_points(api: Api, body: dict, points: NDArray[np.float64],
                    message: Callable[[str, NDArray[np.float64]], object]) -> str:
-    from shoal.common.envelope import seal
+    from shoal.common.wire.envelope import seal
 
     rnd = api.create(body)
     rid, key = rnd["id"], base64.b64decode(rnd["server_public_key"])
@@ -147,7 +147,8 @@ def _sealed_points(api: Api, body: dict, points: NDArray[np.float64],
 
 def central(api: Api, algorithm: str | None = None) -> str:
     """A central round (the curator's algorithm on sealed raw points), decoded."""
-    from shoal.common.messages import PointMessage, new_message_id
+    from shoal.common.wire.fields import new_message_id
+    from shoal.common.wire.models import PointMessage
 
     body = {"k": 3, "dim": 2, "epsilon": 2.0, "n_expected": 3000, "model": "central", "delta": 1e-6}
     rid = _sealed_points(api, body | ({"algorithm": algorithm} if algorithm else {}), blobs(3000, 2, seed=4),
@@ -158,7 +159,8 @@ def central(api: Api, algorithm: str | None = None) -> str:
 
 def continual(api: Api) -> str:
     """A continual round (insertions through the shuffler) with one closed step."""
-    from shoal.common.messages import StreamMessage, new_message_id
+    from shoal.common.wire.fields import new_message_id
+    from shoal.common.wire.models import StreamMessage
 
     rng = np.random.default_rng(1)
     body = {"k": 3, "dim": 2, "epsilon": 50.0, "n_expected": 60, "model": "central", "algorithm": "continual",
@@ -189,7 +191,7 @@ def refine(api: Api, parent: str, points: NDArray[np.float64]) -> str:
 def local_refine(api: Api, parent: str, points: NDArray[np.float64]) -> str:
     """A local refine round on a done local ``parent``: fresh devices' eps-LDP reports."""
     from shoal.client.kinds.local_refine import codebook_messages
-    from shoal.common.local_refine_round import local_refine_from_dict
+    from shoal.common.kinds.local_refine import local_refine_from_dict
 
     rnd = api.create({"model": "local", "epsilon": 4.0}, f"/rounds/{parent}/refine")
     api.reports(rnd["id"], codebook_messages(points, local_refine_from_dict(rnd["config"])))

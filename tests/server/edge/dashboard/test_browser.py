@@ -118,8 +118,9 @@ def test_operator_closes_a_continual_rounds_steps_from_its_page(server, page):
     import httpx
     import numpy as np
 
-    from shoal.common.envelope import seal
-    from shoal.common.messages import StreamMessage, new_message_id
+    from shoal.common.wire.envelope import seal
+    from shoal.common.wire.fields import new_message_id
+    from shoal.common.wire.models import StreamMessage
 
     body = {"k": 3, "dim": 2, "epsilon": 50.0, "n_expected": 60, "model": "central", "algorithm": "continual",
             "tuning": {"horizon": 4, "levels": 5}}

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from shoal.client.encoder import encode_arrays
-from shoal.common.tree_round import config_from_dict
+from shoal.common.kinds.tree import config_from_dict
 from shoal.deploy.datasets import city_locations
 from shoal.server.edge.app import create_app
 from shoal.server.edge.dashboard import session
@@ -149,8 +149,9 @@ def test_a_central_round_shows_its_algorithm_and_whom_its_guarantee_covers(clien
     the curator, and the page says the guarantee covers only readers of the result."""
     import base64
 
-    from shoal.common.envelope import seal
-    from shoal.common.messages import PointMessage, new_message_id
+    from shoal.common.wire.envelope import seal
+    from shoal.common.wire.fields import new_message_id
+    from shoal.common.wire.models import PointMessage
 
     csrf = _login(client)
     op = {"Authorization": f"Bearer {TOKEN}"}
@@ -176,7 +177,7 @@ def test_a_central_round_shows_its_algorithm_and_whom_its_guarantee_covers(clien
 
 def test_a_local_refine_round_opened_from_a_round_page_shows_its_result(client: TestClient):
     from shoal.client.kinds.local_refine import codebook_messages
-    from shoal.common.local_refine_round import local_refine_from_dict
+    from shoal.common.kinds.local_refine import local_refine_from_dict
 
     csrf = _login(client)
     rid = client.post("/ui/rounds", data=ROUND | {"csrf": csrf}).url.path.rsplit("/", 1)[1]
@@ -203,7 +204,7 @@ def _sealed_points(client, body, points, message):
     """A round created over REST and its points delivered as the shuffler forwards them."""
     import base64
 
-    from shoal.common.envelope import seal
+    from shoal.common.wire.envelope import seal
 
     r = client.post("/rounds", json=body, headers={"Authorization": f"Bearer {TOKEN}"})
     assert r.status_code == 201, r.text
@@ -217,7 +218,8 @@ def _sealed_points(client, body, points, message):
 def test_a_greedy_round_page_draws_its_elbow_curve_and_names_the_suggested_k(client: TestClient):
     """Issue 18, Build 3: the private elbow on the round's page (the page read a
     curve shape no result has, and a greedy-001 round's page was a 500)."""
-    from shoal.common.messages import PointMessage, new_message_id
+    from shoal.common.wire.fields import new_message_id
+    from shoal.common.wire.models import PointMessage
 
     csrf = _login(client)
     ds = city_locations(6000, k=3, seed=4)
@@ -272,8 +274,8 @@ def _shares_through_the_shuffler(client, rid, points):
 
     from shoal.client.kinds import device_kind
     from shoal.common.kinds import kind_name, parse_config
-    from shoal.common.messages import sealed_share_parts
-    from shoal.common.secure_sum import encode_devices
+    from shoal.common.mechanisms.secure_sum import encode_devices
+    from shoal.common.wire.messages import sealed_share_parts
 
     got = client.get(f"/rounds/{rid}/config").json()
     data = got["config"]
@@ -289,7 +291,8 @@ def _shares_through_the_shuffler(client, rid, points):
 
 
 def test_a_continual_round_page_closes_steps_and_shows_the_latest_release(client: TestClient):
-    from shoal.common.messages import StreamMessage, new_message_id
+    from shoal.common.wire.fields import new_message_id
+    from shoal.common.wire.models import StreamMessage
 
     csrf = _login(client)
     rng = np.random.default_rng(0)

@@ -1,0 +1,518 @@
+"""Central-model k-means (seeds 000 and 003): public parameters and privacy.
+
+A curator (the server, or a user's own process) holds the raw points and
+releases centers with central (eps, delta)-DP for adding or removing one
+point. The algorithms share one pipeline (``server/decoders/central/``):
+
+1. a public projection to d' dimensions (seed 000, Step 1: JL with d' =
+   ceil(ln(n) / 2) as its experiments, public randomness from the seed);
+   none when d <= d' already;
+2. private maximum coverage over the cells of randomly shifted grids, fine
+   to coarse (seed 000, Alg. 1-2; seed 003, Alg. 2's loop): ``picks`` cells
+   per grid by the exponential mechanism on the not-yet-covered points,
+   the exponentially many empty cells as one block (seed 000's trick);
+3. every point moved to its nearest chosen cell center, the cell counts
+   released with discrete Laplace noise (seed 000, Step 3; seed 003, l. 10)
+   and clustered without privacy (weighted k-means++ and Lloyd);
+4. the lift (seed 000, Step 4): the points partitioned by the proxy's
+   centers, each part's size and sum released with discrete Laplace and
+   discrete Gaussian noise (``noisy_average.py``), center = sum / size;
+   ``lift_steps`` - 1 more Lloyd steps in the original space (seed 000's
+   experiments run one; ``default_lift_steps``), the lift's budget one
+   zCDP budget over its steps (``noisy_average.calibrate(releases=...)``).
+   Seed 003 has no lift when nothing is projected: its centers are the
+   proxy's. shoal ends it with Lloyd steps from the proxy's k centers all
+   the same (``UNPROJECTED_LIFT_SPLIT``, issue 41), except for k-median,
+   where the proxy stays the answer.
+
+The two differ in what their papers fix: the budget split (seed 003: half
+greedy, half counts) and the lift (seed 003 has none when nothing is
+projected). Both account for the greedy by seed 003's Lemma 6 (Gupta et
+al.'s set-cover argument: per-pick weight exp(eps' gain) with eps' =
+eps / (2 ln(e / delta))), which gives a 27% larger eps' at delta = 1e-6
+than seed 000's Lemma 17 (eps = e eps_E ln(1/delta) / 2) for the same
+guarantee; Lemma 17 adapts the same argument.
+
+A third, ``gridhist`` (the default where the data are projected,
+``choose_algorithm``), is seed 000's pipeline with step 2 replaced by a
+thresholded Gaussian histogram of the grid cells at 8 sides
+(``threshold_histogram.py``): every cell whose noisy count of uncovered
+points passes the threshold is a candidate.
+
+A fourth, ``greedy-001`` (issue 18), is seed 001's greedy (La Tour,
+Henzinger, Saulpic; Mettu and Plaxton's incremental algorithm on public
+net balls whose values are released by the same thresholded histogram,
+weighted: ``server/decoders/central/greedy.py``): its centers come in an
+order whose first k' answer k' <= k, and the counts' budget pays for a
+private elbow curve (the cost of every k') instead. k-median runs where
+nothing is projected. Not a default: it is chosen by name.
+
+Over 300 lines on purpose: the four algorithms' public parameters, their
+budget rules, the curator's event record and the round config are kept in
+one module, so one file says what a central run spends and why.
+
+Nothing here reads data: ``derive_central`` needs only public numbers
+(``n`` is the expected size the operator publishes, as both papers treat n).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from shoal.common.bounds import PublicBound, published, unpublished
+from shoal.common.errors import ConfigError, PrivacyError
+from shoal.common.kinds.base import MAX_RECORDS, ConfigKind, Mixing
+from shoal.common.mechanisms.distributed_noise import rho_for_tight
+from shoal.common.mechanisms.exact_sampling import laplace_scale_fraction
+from shoal.common.mechanisms.threshold_histogram import (
+    HistogramNoise,
+    calibrate_histogram,
+    histogram_guarantee,
+)
+from shoal.common.privacy.accounting import spend_left
+
+ALGORITHMS: tuple[str, ...] = ("maxcover-000", "maxcover-003", "gridhist", "greedy-001")
+OBJECTIVES: tuple[str, ...] = ("kmeans", "kmedian")
+DEFAULT_ALGORITHM = "auto"  # ``choose_algorithm``
+MAX_UNPROJECTED = 8  # seed 003 without projection only up to this dimension (grids in R^d)
+GREEDY_MARGIN = 3.0  # the greedy is budgeted to see clusters of n / (GREEDY_MARGIN k) points (``_split``)
+REFERENCE_SIDE = 0.25  # ... in a cell of this side (``_split``)
+COUNT_SHARE = 0.05  # of eps, for the proxy's counts (seed 000): they only weigh cells for a k-means
+# The lift's Lloyd steps when the caller does not fix them (``default_lift_steps``). Each step after
+# the first averages its release with the last where Lloyd has converged and follows the new mean
+# where it has not (``lift.shrunk_lloyd_step``), and the steps share one zCDP budget, so a converged
+# step costs little. Projected runs: as many steps (at most PROJECTED_MAX_STEPS) as keep one release's
+# noise on an average cluster's mean (n / k rows) within LIFT_STEP_NOISE of squared radius: the first
+# release must still tell the clusters apart (paper generator n = 1e4, eps 0.5: 0.033 with one step,
+# 0.09 with two; eps 1: 0.0052 -> 0.0039 with two; letter eps 1: 0.050 -> 0.0455 with two; a third
+# step measured 0.045 on letter but 0.020 against 0.017 on the Balcan et al. mixture at eps 4).
+# Unprojected seed 003 starts from the proxy's centers and gates its first step, and takes Su et al.'s
+# count (``su_iterations``): the overlapping set eps 1 / 4: 0.0836 / 0.0793 with one step, 0.0789 / 0.0766
+# with 4 / 7. Until issue 41 every step had its own (eps / T, delta / T) and a second step cost the paper
+# generator up to 4x (tests/bench/results/central_lift.md).
+PROJECTED_MAX_STEPS = 2
+LIFT_STEP_NOISE = 0.006
+SU_RHO = 0.225  # Su et al. 2017's constant in the iteration rule (diffprivlib's KMeans uses the same)
+SU_MIN_STEPS, SU_MAX_STEPS = 2, 7
+# Seed 003 unprojected (k-means): the cover's cells alone were the answer until issue 41, and on broad,
+# overlapping, correlated clusters (``datasets.overlapping_mixture``, n = 23,000, d = 6, k = 5, 10 seeds)
+# they cost 0.101 at eps 1 against diffprivlib's noisy Lloyd 0.079; one Lloyd step from the proxy's k
+# centers at (0.4, 0.3, 0.3): 0.083; three zCDP-composed steps at this split: 0.0785
+# (tests/bench/results/central_lift.md).
+UNPROJECTED_LIFT_SPLIT = (0.3, 0.2, 0.5)
+GROWTH = 2  # grid side ratio between consecutive levels (seed 000's 1 + eps with eps = 1)
+SHIFTS = 2  # randomly shifted grids per level: a cluster cut by one grid's cell wall sits whole in another's
+PROJECTION_SLACK = 1.5  # projected points are divided by this, then clipped to the unit ball
+HIST_LEVELS = 8  # gridhist: grid sides 2, 1, ..., 2^-6 (every level costs zCDP; ``_gridhist_share``)
+HIST_GAP = 2.5  # gridhist: the threshold is at most n / (HIST_GAP k) points (``_gridhist_share``)
+# greedy-001 (seed 001, ``server/decoders/central/greedy.py``): ball radii 2 .. 2^(1 - GREEDY_LEVELS), each
+# point's weight in a ball in units of 1 / GREEDY_Q, and the budget split (values, elbow, lift) with a
+# projection, or (values, elbow) without one.
+GREEDY_LEVELS = 8
+GREEDY_Q = 16
+GREEDY_SIDE = 1.0  # a level's cube has side GREEDY_SIDE r / sqrt(d'): half-diagonal r / 2, a typical point weighs ~1/2
+GREEDY_SPLIT = (0.45, 0.1, 0.45)
+GREEDY_SPLIT_UNPROJECTED = (0.8, 0.2, 0.0)
+HISTOGRAM_RULES = ("threshold-gaussian", "seed001-values")  # cover rules whose delta comes from a HistogramNoise
+
+
+@dataclass(frozen=True)
+class CoverSpec:
+    """The greedy (step 2): per-step weight exp(beta * gain), ``picks`` steps per level."""
+
+    beta: float
+    picks: int
+    sides: tuple[float, ...]  # grid sides, fine to coarse
+    shifts: int
+    epsilon: float
+    delta: float
+    # "seed003-lemma6" (the max-coverage greedy), "threshold-gaussian" (gridhist) or
+    # "seed001-values" (greedy-001's ball values): ``curator_guarantee``
+    rule: str
+    histogram: HistogramNoise | None = None  # the histogram rules' noise and threshold (beta and picks are then 0)
+
+    def __post_init__(self) -> None:
+        if (self.rule in HISTOGRAM_RULES) != (self.histogram is not None):
+            raise ConfigError(f"cover rule {self.rule!r} and histogram {self.histogram!r} do not go together")
+        if self.histogram is not None and self.histogram.levels != len(self.sides):
+            raise ConfigError(f"histogram cover: {self.histogram.levels} levels for {len(self.sides)} grid sides")
+
+
+@dataclass(frozen=True)
+class CentralSpec:
+    """Every public parameter of one central k-means run."""
+
+    algorithm: str
+    k: int
+    dim: int
+    proj_dim: int  # == dim: no projection
+    epsilon: float
+    delta: float
+    cover: CoverSpec
+    count_epsilon: float  # the proxy's cell counts (discrete Laplace, L1 sensitivity 1); greedy-001: the elbow
+    lift_steps: int  # noisy-average Lloyd steps in the original space (0: the proxy is the answer)
+    lift_epsilon: float  # all lift steps together: one noise spec for all their releases (zCDP-composed)
+    lift_delta: float
+    seed: int  # public randomness: projection and shifts
+    census_epsilon: float = 0.0  # spent on a noisy n before deriving (0: n was public)
+    objective: str = "kmeans"  # or "kmedian" (seed 003, where the proxy is the answer)
+
+    def __post_init__(self) -> None:
+        if self.algorithm not in ALGORITHMS:
+            raise ConfigError(f"unknown central algorithm {self.algorithm!r}; known: {ALGORITHMS}")
+        if self.k < 1 or self.dim < 1 or not 1 <= self.proj_dim <= self.dim:
+            raise ConfigError(f"central k-means needs k >= 1, dim >= 1, 1 <= proj_dim <= dim; got k={self.k}, "
+                              f"dim={self.dim}, proj_dim={self.proj_dim}")
+        if self.proj_dim < self.dim and self.lift_steps < 1:
+            raise ConfigError(f"a projected run (proj_dim {self.proj_dim} < dim {self.dim}) needs a lift step")
+        if self.lift_steps < 0 or (self.lift_steps and not (self.lift_epsilon > 0 and 0 < self.lift_delta < 1)):
+            raise ConfigError(f"lift: steps {self.lift_steps} >= 0, each with eps > 0 and delta in (0, 1); "
+                              f"got eps {self.lift_epsilon}, delta {self.lift_delta}")
+        if not self.count_epsilon > 0:
+            raise ConfigError(f"proxy counts need eps > 0, got {self.count_epsilon}")
+        if self.objective not in OBJECTIVES:
+            raise ConfigError(f"unknown objective {self.objective!r}; known: {OBJECTIVES}")
+        if self.objective == "kmedian" and self.lift_steps:
+            raise ConfigError(f"k-median runs where the proxy is the answer (maxcover-003 or greedy-001 with d <= d', "
+                              f"here d={self.dim}, d'={self.proj_dim}): a lift averages, which is k-means")
+
+    def event(self, steps: int | None = None) -> CuratorEvent:
+        """The record of a run that took ``steps`` lift steps (default, and the only value: the spec's)."""
+        steps = self.lift_steps if steps is None else steps
+        if steps != self.lift_steps:
+            raise PrivacyError(f"a run of this spec takes {self.lift_steps} lift steps, not {steps}")
+        lift_eps: tuple[float, ...] = (self.lift_epsilon,) if steps else ()
+        lift_delta: tuple[float, ...] = (self.lift_delta,) if steps else ()
+        return CuratorEvent(self.algorithm, self.cover.rule, self.cover.epsilon, self.cover.delta,
+                            self.count_epsilon, lift_eps, lift_delta, self.census_epsilon, self.cover.histogram, steps)
+
+
+@dataclass(frozen=True)
+class CuratorEvent:
+    """A central k-means run by a curator who sees the raw points: the greedy
+    (eps, delta) by the named rule, the proxy counts (pure eps, discrete
+    Laplace), the lift's (eps, delta) over all its ``lift_steps`` releases
+    (``NoisyAverageSpec`` with ``releases``: sizes pure eps, sums' zCDP
+    composed over the steps and converted once; the parts are disjoint, so a
+    step costs one part's budget). Basic composition over the parts;
+    neighbours add or remove one point."""
+
+    algorithm: str
+    cover_rule: str
+    cover_epsilon: float
+    cover_delta: float
+    count_epsilon: float
+    lift_epsilons: tuple[float, ...]
+    lift_deltas: tuple[float, ...]
+    census_epsilon: float = 0.0
+    cover_histogram: HistogramNoise | None = None  # rule "threshold-gaussian": the noise its delta comes from
+    lift_steps: int = 0  # the releases the lift's one (eps, delta) covers
+
+    def __post_init__(self) -> None:
+        if len(self.lift_epsilons) != len(self.lift_deltas) or len(self.lift_epsilons) != (1 if self.lift_steps else 0):
+            raise PrivacyError(f"a curator run's lift is one (eps, delta) over its {self.lift_steps} steps; got "
+                               f"{len(self.lift_epsilons)} eps and {len(self.lift_deltas)} deltas")
+
+
+def curator_guarantee(event: CuratorEvent) -> tuple[float, float]:
+    """(eps, delta) of a curator run: basic composition of its parts. The
+    greedy's (eps, delta) is Lemma 6's by construction of its step; the
+    histogram's delta is recomputed from its noise (``histogram_guarantee``)."""
+    if event.cover_rule == "seed003-lemma6":
+        cover_delta = event.cover_delta
+    elif event.cover_rule in HISTOGRAM_RULES and event.cover_histogram is not None:
+        spent = histogram_guarantee(event.cover_histogram, event.cover_epsilon)
+        if spent > event.cover_delta:
+            raise PrivacyError(f"the histogram cover's noise gives delta {spent} > its stated {event.cover_delta}")
+        cover_delta = event.cover_delta
+    else:
+        raise PrivacyError(f"no privacy rule for the cover {event.cover_rule!r}")
+    eps = math.fsum((event.census_epsilon, event.cover_epsilon, event.count_epsilon, *event.lift_epsilons))
+    return eps, math.fsum((cover_delta, *event.lift_deltas))
+
+
+def projection_dim(n: int, dim: int) -> int:
+    """Seed 000's experiments: d' = ln(n) / 2 (rounded up, at least 2); d itself when smaller."""
+    return min(dim, max(2, math.ceil(math.log(max(n, 2)) / 2)))
+
+
+def grid_sides(n: int, proj_dim: int) -> tuple[float, ...]:
+    """Grid sides fine to coarse: from a cell of radius about 1/n (seed 000,
+    r_1 = 1/n) up to side 2 (one cell spans the unit ball's diameter)."""
+    levels = math.ceil(math.log(2 * max(n, 2) * math.sqrt(proj_dim), GROWTH)) + 1
+    return tuple(2.0 / GROWTH**i for i in reversed(range(levels)))
+
+
+def _split(algorithm: str, n: int, k: int, proj_dim: int, projected: bool, epsilon: float,
+           delta: float, objective: str = "kmeans") -> tuple[float, float, float]:
+    """(greedy, counts, lift) shares of eps. Seed 003 projected: 0.35 each to
+    greedy and counts, 0.3 to the lift; unprojected ``UNPROJECTED_LIFT_SPLIT``
+    for k-means (one Lloyd step from the proxy's k centers, issue 41) and half
+    and half with no lift for k-median (the proxy is the answer: a noisy mean
+    is no k-median step). Seed 000 leaves it open; here the greedy gets what it
+    needs to see a cluster of n / (GREEDY_MARGIN k) points in a cell of side
+    REFERENCE_SIDE, and the lift, which carries the answer's precision, the rest.
+
+    A pick weighs exp(beta gain) against the block of U empty cells, so a cell
+    is found once gain >~ ln(U) / beta. Asking that of n / (GREEDY_MARGIN k)
+    points at U = SHIFTS (floor(2 / REFERENCE_SIDE) + 2)^d' gives beta, and
+    Lemma 6 the eps: GREEDY_MARGIN ln(U) k / n 2 ln(e / delta_g), kept within
+    [0.1, 0.5] of eps. Measured (3 runs each, mean objective): with margin 1.5
+    at side 1/2 the seed-000 synthetic (k = 64) got 0.17 of eps = 4 and 0.10;
+    margin 3 at side 1/4 gives it 0.5 and 0.022 (Google's library: 0.024),
+    letter eps 4 0.055 -> 0.048, the paper generator n = 1e4 eps 1 0.0049 ->
+    0.0086 (it needs fewer picks), n >= 1e5 unchanged (the 0.1 floor)."""
+    if algorithm == "greedy-001":
+        return GREEDY_SPLIT if projected else GREEDY_SPLIT_UNPROJECTED
+    if algorithm == "gridhist":
+        g = _gridhist_share(n, k, epsilon, delta / 2)
+        return g, COUNT_SHARE, 1 - g - COUNT_SHARE
+    if algorithm == "maxcover-003" and not projected:
+        return (0.5, 0.5, 0.0) if objective == "kmedian" else UNPROJECTED_LIFT_SPLIT
+    if algorithm == "maxcover-003":
+        return 0.35, 0.35, 0.3
+    universe = SHIFTS * (math.floor(2 / REFERENCE_SIDE) + 2) ** proj_dim
+    need = GREEDY_MARGIN * math.log(universe) * k / max(n, 1) * 2 * math.log(math.e / (delta / 2)) / epsilon
+    g = min(0.5, max(0.1, need))
+    return g, COUNT_SHARE, 1 - g - COUNT_SHARE
+
+
+def greedy_radii(levels: int) -> tuple[float, ...]:
+    """greedy-001's ball radii, coarse to fine: 2 (the unit ball's diameter) halving per level."""
+    return tuple(2.0 / GROWTH**i for i in range(levels))
+
+
+def histogram_sides() -> tuple[float, ...]:
+    """gridhist's grid sides, fine to coarse: 2^-6 .. 2 (``HIST_LEVELS``). Finer
+    cells only refine the proxy, which the lift replaces by the parts' means;
+    each level costs its share of the zCDP budget."""
+    return tuple(2.0 / GROWTH**i for i in reversed(range(HIST_LEVELS)))
+
+
+def _gridhist_share(n: int, k: int, epsilon: float, delta: float) -> float:
+    """The cover's share of eps for gridhist: the least in [0.1, 0.5] (to 0.01)
+    whose threshold is at most n / (HIST_GAP k) points, so a cluster of the
+    average size clears it by the noise's spread; 0.5 when none does.
+    Measured (issue 17, mean objective, seeds 0-2): the paper generator n = 1e4
+    eps 1 at 0.2 / 0.3 of eps: 0.0032 / 0.0042; the seed-000 synthetic (k = 64)
+    eps 1 at 0.2 / 0.35: 0.12 / 0.047 (its clusters of ~780 need a threshold
+    near 300)."""
+    target = n / (HIST_GAP * k)
+
+    def fits(share: float) -> bool:
+        return calibrate_histogram(share * epsilon, delta, HIST_LEVELS, SHIFTS).threshold <= target
+
+    lo, hi = 10, 50  # hundredths of eps
+    if fits(lo / 100):
+        return lo / 100
+    if not fits(hi / 100):
+        return hi / 100
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if fits(mid / 100) else (mid, hi)
+    return hi / 100
+
+
+def greedy_step(epsilon: float, delta: float) -> float:
+    """eps' of seed 003's Alg. 1 for an (epsilon, delta) greedy (Lemma 6): epsilon / (2 ln(e / delta))."""
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ConfigError(f"max coverage: epsilon must be finite and > 0, got {epsilon}")
+    if not 0 < delta < 1:
+        raise ConfigError(f"max coverage: delta must be in (0, 1), got {delta}")
+    # Rounded toward less spend: the quotient, the log (1 ulp) and e / delta, and math.e (below e by
+    # 2^-54 relative) err by under 2^-50 relative together; 2^-49 down keeps 2 beta ln(e / delta) <= epsilon.
+    return epsilon / (2 * math.log(math.e / delta)) * (1 - 2.0**-49)
+
+
+def su_iterations(n: int, dim: int, k: int, epsilon: float) -> int:
+    """Su, Cao, Li, Bertino, Lin and Wang (VLDB J. 2017, Sec. 5): a private Lloyd iteration pays
+    while eps / T stays above eps_m = sqrt(500 k^3 / n^2 (d + (4 d rho^2)^(1/3))^3); T = eps / eps_m
+    clamped to [2, 7]. Public parameters only."""
+    eps_m = math.sqrt(500 * k**3 / max(n, 1) ** 2 * (dim + (4 * dim * SU_RHO**2) ** (1 / 3)) ** 3)
+    return int(min(max(epsilon / eps_m, SU_MIN_STEPS), SU_MAX_STEPS))
+
+
+def projected_lift_steps(n: int, dim: int, k: int, lift_epsilon: float, lift_delta: float) -> int:
+    """The most steps (<= ``PROJECTED_MAX_STEPS``, >= 1) whose one release keeps the noise on an
+    average cluster's mean (n / k rows; the sums' Gaussian at the lift's zCDP rho split over the
+    steps, sd^2 = T / (2 rho) per coordinate) within ``LIFT_STEP_NOISE``: the first release
+    must still find the clusters its later steps refine."""
+    rho = rho_for_tight(lift_epsilon, lift_delta)
+    per_cluster = (max(n, 1) / k) ** 2
+    steps = 1
+    while steps < PROJECTED_MAX_STEPS and dim * (steps + 1) / (2 * rho) / per_cluster <= LIFT_STEP_NOISE:
+        steps += 1
+    return steps
+
+
+def default_lift_steps(algorithm: str, projected: bool, n: int, dim: int, k: int, epsilon: float,
+                       lift_epsilon: float, lift_delta: float) -> int:
+    """The lift's Lloyd steps when the caller does not fix them: seed 003 unprojected
+    Su et al.'s count from the proxy's centers (``su_iterations``, at the run's eps), projected
+    runs as many as one release's noise allows (``projected_lift_steps``), seed 001's greedy one
+    (its elbow is measured at the lift's centers)."""
+    if algorithm == "greedy-001":
+        return 1
+    if projected:
+        return projected_lift_steps(n, dim, k, lift_epsilon, lift_delta)
+    return su_iterations(n, dim, k, epsilon)
+
+
+def choose_algorithm(n: int, dim: int) -> str:
+    """The default per dimension range: seed 003 (ending with one Lloyd step) when the data
+    need no projection (d <= d', as 2-D locations); above, seed 000's
+    pipeline with the thresholded histogram cover (``gridhist``). Chosen from
+    the structure: unprojected, the proxy's cells already live in the data's
+    space and one Lloyd step from its k centers corrects what cells alone
+    cannot (broad, overlapping clusters); where a lift carries the precision, the
+    cover only has to find the clusters, and the histogram finds a cluster
+    of 2-3x fewer points than the greedy at the same budget
+    (``common/mechanisms/threshold_histogram.py``). Issue 17 first shipped maxcover-000
+    here; the histogram replaced it after that benchmark (README)."""
+    return "maxcover-003" if dim <= projection_dim(n, dim) and dim <= MAX_UNPROJECTED else "gridhist"
+
+
+def derive_central(algorithm: str, n: int, dim: int, k: int, epsilon: float, delta: float,
+                   seed: int = 0, lift_steps: int | None = None,
+                   split: tuple[float, float, float] | None = None, census_epsilon: float = 0.0,
+                   objective: str = "kmeans", proj_dim: int | None = None) -> CentralSpec:
+    """The public parameters of a central run at total (epsilon, delta) on about n points;
+    ``census_epsilon`` of epsilon was already spent on a noisy n (``n`` is then that count).
+    ``proj_dim`` overrides d' (``projection_dim``; d' = dim runs unprojected): the boosting
+    measurement's "no dimension reduction" (``deploy/bench/greedy.py``)."""
+    if algorithm == "auto":
+        algorithm = choose_algorithm(n, dim)
+    if algorithm not in ALGORITHMS:
+        raise ConfigError(f"unknown central algorithm {algorithm!r}; known: auto, {', '.join(ALGORITHMS)}")
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ConfigError(f"central epsilon must be finite and > 0, got {epsilon}")
+    if not 0 < delta < 1:
+        raise ConfigError(f"central delta must be in (0, 1), got {delta}")
+    if not 0 <= census_epsilon < epsilon:
+        raise ConfigError(f"census epsilon must be in [0, epsilon), got {census_epsilon} of {epsilon}")
+    # What the census leaves, rounded toward less spend (``spend_left``): census + the rest <= epsilon exactly.
+    requested, census, epsilon = epsilon, census_epsilon, spend_left(epsilon, census_epsilon)
+    if n < 1 or k < 1 or dim < 1:
+        raise ConfigError(f"central k-means needs n, k, dim >= 1; got n={n}, k={k}, dim={dim}")
+    proj = projection_dim(n, dim) if proj_dim is None else int(proj_dim)
+    if not 1 <= proj <= dim:
+        raise ConfigError(f"projection dimension must be in [1, dim = {dim}], got {proj_dim}")
+    g, c, lift = _split(algorithm, n, k, proj, proj < dim, epsilon, delta, objective) if split is None else split
+    if split is not None and (min(split) < 0 or abs(sum(split) - 1) > 1e-9 or g <= 0 or c <= 0):
+        raise ConfigError(f"budget split (greedy, counts, lift) must be >= 0, sum to 1, with greedy and counts > 0; "
+                          f"got {split}")
+    steps = ((default_lift_steps(algorithm, proj < dim, n, dim, k, epsilon, lift * epsilon, delta / 2) if lift > 0
+              else 0) if lift_steps is None else int(lift_steps))
+    if steps and lift == 0:  # a lift asked for where the split has none: take it from the counts
+        g, c, lift = UNPROJECTED_LIFT_SPLIT
+    if not steps:
+        g, c, lift = g / (g + c), c / (g + c), 0.0
+    eps_g, delta_g = g * epsilon, delta / 2 if steps else delta
+    # Both run the greedy under Gupta et al.'s set-cover analysis as seed 003's Lemma 6 states it:
+    # beta = eps / (2 ln(e / delta)) is 27% larger than seed 000's Lemma 17 gives (e ln(1/delta) / 2
+    # per unit of eps) at delta = 1e-6, for the same guarantee.
+    if algorithm == "gridhist":
+        sides = histogram_sides()
+        noise = calibrate_histogram(eps_g, delta_g, len(sides), SHIFTS)
+        cover = CoverSpec(0.0, 0, sides, SHIFTS, eps_g, delta_g, "threshold-gaussian", noise)
+    elif algorithm == "greedy-001":
+        sides = tuple(reversed(greedy_radii(GREEDY_LEVELS)))
+        noise = calibrate_histogram(eps_g, delta_g, len(sides), 1, weight=GREEDY_Q)
+        cover = CoverSpec(0.0, 0, sides, 1, eps_g, delta_g, "seed001-values", noise)
+    else:
+        beta, rule = greedy_step(eps_g, delta_g), "seed003-lemma6"
+        cover = CoverSpec(beta, 2 * k, grid_sides(n, proj), SHIFTS, eps_g, delta_g, rule)
+    # The count's eps as the discrete Laplace's exact rational scale gives it (at most its share, and at
+    # most what the cover leaves); the lift gets what cover and counts leave, and its delta what the
+    # cover leaves: every part rounded toward less spend (``spend_left``), so that census + cover + counts
+    # + lift <= the requested (epsilon, delta) exactly (g + c + lift = 1 in doubles may sum above 1).
+    t, s = laplace_scale_fraction(1, min(c * epsilon, spend_left(epsilon, eps_g)))
+    count = s / t
+    lift_eps = spend_left(epsilon, eps_g, count) if steps else 0.0  # its share and what the count's rounding left
+    return CentralSpec(algorithm, k, dim, proj, requested, delta, cover, count, steps,
+                       lift_eps, spend_left(delta, delta_g) if steps else 0.0, seed,
+                       census, objective)
+
+
+NAME = "central"
+
+
+@dataclass(frozen=True)
+class CentralConfig:
+    """A central round: devices seal their point, clipped into the bound and
+    mapped into the unit ball, to the server, which is the curator."""
+
+    round_id: str
+    k: int
+    dim: int
+    n_expected: int
+    bound: PublicBound
+    spec: CentralSpec
+    records_per_device: int = 1  # a device seals up to this many records in its one message
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.records_per_device, int) or not 1 <= self.records_per_device <= MAX_RECORDS:
+            raise ConfigError(f"central round: records_per_device must be an integer in [1, {MAX_RECORDS}], "
+                              f"got {self.records_per_device!r}")
+        if self.spec.k != self.k or self.spec.dim != self.dim:
+            raise ConfigError(f"central round: spec is for k={self.spec.k}, dim={self.spec.dim}, "
+                              f"the round has k={self.k}, dim={self.dim}")
+        if self.n_expected < 1:
+            raise ConfigError(f"central round: n_expected must be >= 1, got {self.n_expected}")
+        self.bound.check_dim(self.dim)
+
+    def decode_bytes(self, devices: int | None = None) -> int:
+        """Memory a decode needs: the points (read once), their projection and one level's cells."""
+        n = (self.n_expected if devices is None else devices) * self.records_per_device
+        return 8 * n * (self.dim + 4 * self.spec.proj_dim + 8)
+
+    @property
+    def event(self) -> CuratorEvent:
+        return self.spec.event()
+
+    def device_guarantee(self) -> tuple[float, float]:
+        """(eps, delta) for adding or removing one *device* with all its records:
+        group privacy over ``records_per_device`` records (Dwork-Roth Thm. 2.2's
+        (eps, delta) form: R eps, R e^{(R - 1) eps} delta); the record-level
+        guarantee when a device sends one record."""
+        eps, delta = curator_guarantee(self.event)
+        r = self.records_per_device
+        return r * eps, min(1.0, r * math.exp((r - 1) * eps) * delta)
+
+
+def derive_central_round(n_expected: int, dim: int, k: int, epsilon: float, delta: float, bound: PublicBound,
+                         algorithm: str = DEFAULT_ALGORITHM, seed: int = 0, round_id: str = "central",
+                         lift_steps: int | None = None, records_per_device: int = 1,
+                         objective: str = "kmeans") -> CentralConfig:
+    """A central round's config from an operator's request (n_expected devices, public).
+    (epsilon, delta) is per record; with several records per device the device-level
+    guarantee is the group-privacy one (``CentralConfig.device_guarantee``)."""
+    spec = derive_central(algorithm, n_expected * max(1, int(records_per_device)), dim, k, epsilon, delta, seed=seed,
+                          lift_steps=lift_steps, objective=objective)
+    return CentralConfig(round_id, k, dim, n_expected, bound, spec, records_per_device)
+
+
+def central_to_dict(config: CentralConfig) -> dict[str, Any]:
+    return published(config, NAME)
+
+
+def central_from_dict(data: dict[str, Any]) -> CentralConfig:
+    """Inverse of ``central_to_dict``; validates everything again (devices call it)."""
+    try:
+        fields, bound = unpublished(data)
+        spec = dict(fields.pop("spec"))
+        cover = dict(spec.pop("cover"))
+        cover["sides"] = tuple(float(v) for v in cover["sides"])
+        if cover.get("histogram") is not None:
+            cover["histogram"] = HistogramNoise(**cover["histogram"])
+        return CentralConfig(bound=bound, spec=CentralSpec(cover=CoverSpec(**cover), **spec), **fields)
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"not a central config: {exc}") from exc
+
+
+# The shared half of the central kind (``common/kinds/__init__.py``). The shuffler only
+# carries the sealed points (it cannot read them); no mixing rule protects them.
+KIND = ConfigKind(NAME, parse=lambda data: central_from_dict(dict(data)), dump=central_to_dict,
+                  event=lambda config: config.event, mixing=lambda config: Mixing(0, True, 1))
