@@ -101,7 +101,7 @@ def shrunk_lloyd_step(x: NDArray[np.float64], start: NDArray[np.float64], spec: 
     found = ~np.isnan(means).any(axis=1)
     moved = np.where(found[:, None], np.nan_to_num(means), start)
     gap = ((moved - start) ** 2).sum(axis=1)
-    noise = (d * spec.sum_sd**2 + spec.size_var) / np.maximum(sizes, 1.0) ** 2
+    noise = spec.mean_variance(sizes)
     fresh = np.isnan(prior)
     passes = found & (gap > float(chi2.isf(STEP_GATE, d)) / d * noise)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -113,9 +113,14 @@ def shrunk_lloyd_step(x: NDArray[np.float64], start: NDArray[np.float64], spec: 
     return LloydStep(start + lam[:, None] * (moved - start), sizes, lam, var)
 
 
-def merged_var(merged: Merged, spec: NoisyAverageSpec) -> NDArray[np.float64]:
-    """Each merged cluster's mean's noise variance: its parts' draws over its noisy size squared."""
-    return merged.draws * (merged.sums.shape[1] * spec.sum_sd**2 + spec.size_var) / np.maximum(merged.sizes, 1.0) ** 2
+def lloyd_steps(x: NDArray[np.float64], start: NDArray[np.float64], spec: NoisyAverageSpec,
+                rng: np.random.Generator, steps: int, start_var: NDArray[np.float64] | None = None) -> LloydStep:
+    """``steps`` >= 1 private Lloyd steps (``shrunk_lloyd_step``), each from the last one's centers and
+    their noise variance: the last step's result."""
+    step = shrunk_lloyd_step(x, start, spec, rng, start_var)
+    for _ in range(steps - 1):
+        step = shrunk_lloyd_step(x, step.centers, spec, rng, step.var)
+    return step
 
 
 def clusters_beat_the_mean(merged: Merged, dim: int, sd: float) -> tuple[bool, float]:

@@ -111,6 +111,12 @@ class NoisyAverageSpec:
         """Standard deviation of one coordinate of a noisy sum, in the ball's units."""
         return math.sqrt(self.shares * self.sigma_sq) / 2.0**self.bits
 
+    def mean_variance(self, sizes: NDArray[np.float64], draws: NDArray[np.float64] | float = 1.0) -> NDArray[np.float64]:
+        """The noise variance (summed over coordinates) of a noisy mean of one release's parts of these
+        noisy sizes, each adding up ``draws`` released parts: draws (d sd^2 + var(size)) / size^2 (the
+        sum's noise, and the size's, which scales a mean of norm <= 1)."""
+        return draws * (self.dim * self.sum_sd**2 + self.size_var) / np.maximum(sizes, 1.0) ** 2
+
 
 def calibrate(dim: int, epsilon: float, delta: float, releases: int = 1) -> NoisyAverageSpec:
     """The noise for ``releases`` sizes and sums of partitions of points in the unit ball
@@ -136,7 +142,7 @@ def calibrate(dim: int, epsilon: float, delta: float, releases: int = 1) -> Nois
     clip = gaussian_clip(sigma_sq, delta * TAIL_SHARE / (2 * draws * (1 + math.exp(eps_sum))))
     spec = NoisyAverageSpec(dim, bits, (t, s), sigma_sq, shares, clip, epsilon, delta, releases)
     spent = spent_delta(spec)
-    if spent > delta * (1 + 1e-9):
+    if spent > delta:  # exactly: a spend never exceeds the request
         raise ConfigError(f"noisy average calibration overspent delta: {spent} > {delta}")
     return spec
 

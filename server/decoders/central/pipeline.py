@@ -37,10 +37,9 @@ from shoal.server.decoders.central.grids import (
 from shoal.server.decoders.central.histogram import histogram_level
 from shoal.server.decoders.central.lift import (
     clusters_beat_the_mean,
-    merged_var,
+    lloyd_steps,
     parts_of,
     reduce_parts,
-    shrunk_lloyd_step,
 )
 from shoal.server.decoders.central.maxcover import private_max_coverage
 from shoal.server.decoders.central.noisy_average import calibrate, noisy_means
@@ -183,12 +182,9 @@ def central_kmeans(x: NDArray[np.float64], spec: CentralSpec, rng: np.random.Gen
         if spec.algorithm == "maxcover-003" and spec.proj_dim == spec.dim:
             centers = pts if pts.shape[0] <= spec.k else weighted_kmeans(pts, w, spec.k, rng, restarts=START_RESTARTS)
             diagnostics["lift_parts"] = int(centers.shape[0])
-            var: NDArray[np.float64] | None = None
-            for _ in range(steps):
-                step = shrunk_lloyd_step(x, centers, avg, rng, var)
-                centers, sizes, var = step.centers, step.sizes, step.var
+            step = lloyd_steps(x, centers, avg, rng, steps)
             diagnostics["lloyd_step_kept"] = step.lam.tolist()  # no test against the private mean: uncertified
-            return _finish(centers, sizes, pts, w, steps, spec.k, diagnostics)
+            return _finish(step.centers, step.sizes, pts, w, steps, spec.k, diagnostics)
         groups = pts if pts.shape[0] <= PARTS_PER_CENTER * spec.k else weighted_kmeans(
             pts, w, PARTS_PER_CENTER * spec.k, rng)
         diagnostics["lift_parts"] = int(groups.shape[0])
@@ -203,11 +199,9 @@ def central_kmeans(x: NDArray[np.float64], spec: CentralSpec, rng: np.random.Gen
         elif not clusters_pay:  # the private mean, from the same released sums: post-processing
             mean = merged.sums.sum(0) / max(float(merged.sizes.sum()), 1.0)
             centers, sizes = mean[None, :], np.array([float(merged.sizes.sum())])
-        else:  # Lloyd steps in the original space from the certified clusters (their budget is spent either way)
-            var = merged_var(merged, avg)
-            for _ in range(steps - 1):
-                step = shrunk_lloyd_step(x, centers, avg, rng, var)
-                centers, sizes, var = step.centers, step.sizes, step.var
+        elif steps > 1:  # Lloyd steps in the original space from the certified clusters (their budget is spent either way)
+            step = lloyd_steps(x, centers, avg, rng, steps - 1, avg.mean_variance(merged.sizes, merged.draws))
+            centers, sizes = step.centers, step.sizes
     return _finish(centers, sizes, pts, w, steps, spec.k, diagnostics)
 
 
