@@ -55,7 +55,7 @@ def _dataset(name: str, n: int, seed: int, data_dir: Path, smoke: bool) -> Datas
     return Dataset(ds.name, ds.points[:3000], ds.k, ds.bound) if smoke else ds
 
 
-def _run(method: str, name: str, n: int, seed: int, eps: float, data_dir: str, google: str | None,
+def run_method(method: str, name: str, n: int, seed: int, eps: float, data_dir: str, google: str | None,
          smoke: bool) -> dict[str, Any]:
     """One method on one dataset, in a fresh process (its peak RSS is its own)."""
     from shoal.server.decoders.kmeans import kmeans_cost
@@ -119,7 +119,7 @@ def _reference(name: str, n: int, seed: int, data_dir: str, smoke: bool) -> dict
             "trivial_objective": kmeans_cost(x, x.mean(0, keepdims=True)) / len(x)}
 
 
-def _available(method: str, google: str | None) -> str | None:
+def unavailable(method: str, google: str | None) -> str | None:
     """Why a baseline cannot run here, or None."""
     if method == "google":
         if not google:
@@ -155,7 +155,7 @@ def run_central_bench(args: argparse.Namespace) -> int:
         cases, epss, seeds = [("paper", 3000), ("balcan", 0)], [1.0], [0]
     methods = []
     for m in METHODS:
-        why = _available(m, google)
+        why = unavailable(m, google)
         if why:
             print(f"shoal bench: {m} skipped: {why}")
         else:
@@ -175,7 +175,7 @@ def run_central_bench(args: argparse.Namespace) -> int:
             for eps in epss:
                 for m in methods:
                     with ProcessPoolExecutor(1, mp_context=ctx) as pool:  # a fresh process per run
-                        r = pool.submit(_run, m, name, n, seed, eps, str(args.data_dir), google, args.smoke).result()
+                        r = pool.submit(run_method, m, name, n, seed, eps, str(args.data_dir), google, args.smoke).result()
                     r.update(refs[(name, n, seed)])
                     rows.append(r)
                     print(f"  seed {seed} {name:7s} n={r['n']} eps={eps:g} {m:11s} {r['algorithm']:13s} "

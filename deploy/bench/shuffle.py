@@ -9,13 +9,24 @@ For each dataset and central eps (delta fixed), three ways to spend it:
   f eps and g delta; basic composition gives the same total (eps, delta).
 Objectives are k-means cost / n in the unit ball, against Lloyd on the true
 points (non-private) and one center at the mean (trivial).
+
+With ``--google-path`` (and diffprivlib installed) the same run also fits
+Google's and diffprivlib's central-DP k-means on the same points, seeds and
+central (eps, delta) (``bench/central.py``'s runner, a fresh process each),
+and the table prints shuffle + refine over the better of the two: the
+shuffle model against the central libraries (issue 41's acceptance), in one
+run. Generated sets (the paper generator, the overlapping clusters) are
+redrawn per seed, as the central benchmark draws them, so the two tables
+describe the same data.
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing as mp
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +34,7 @@ import numpy as np
 
 from shoal.common.kinds.refine import REFINE_DELTA_SHARE
 from shoal.common.kinds.refine import refine_share as share_rule
+from shoal.deploy.bench.central import run_method, unavailable
 from shoal.deploy.bench.results import machine, write_results
 from shoal.deploy.datasets import (
     Dataset,
@@ -77,6 +89,21 @@ def compare(ds: Dataset, eps: float, delta: float, seed: int = 0, encoder: str =
     return rows
 
 
+def _best_library(rows: list[dict[str, Any]], name: str, size: int, eps: float, refined: float) -> str:
+    """The better central library's mean objective on this cell and shuffle + refine's ratio to it."""
+    means = {}
+    for m in ("google", "diffprivlib"):
+        rs = [r["normalized_objective"] for r in rows if r["dataset"] == name and r["n"] == size and r["eps"] == eps
+              and r["variant"] == m]
+        if rs:
+            means[m] = (float(np.mean(rs)), rs)
+    if not means:
+        return " | |"
+    best = min(means, key=lambda m: means[m][0])
+    value, per_seed = means[best]
+    return f"{best} {value:.4g} ({' / '.join(f'{v:.3g}' for v in per_seed)}) | {refined / value:.2f} |"
+
+
 def _plot(rows: list[dict[str, Any]], out: Path) -> None:
     import matplotlib
 
@@ -102,6 +129,19 @@ def _plot(rows: list[dict[str, Any]], out: Path) -> None:
     plt.close(fig)
 
 
+def _libraries(args: argparse.Namespace) -> tuple[list[str], str | None]:
+    """The central libraries this run can fit beside shoal (``bench/central.py``), and Google's path."""
+    google = str(args.google_path) if getattr(args, "google_path", None) else None
+    methods = []
+    for m in ("google", "diffprivlib"):
+        why = unavailable(m, google) if (google or m == "diffprivlib") else "no --google-path"
+        if why:
+            print(f"shoal bench: {m} not compared: {why}")
+        else:
+            methods.append(m)
+    return methods, google
+
+
 def run_shuffle_bench(args: argparse.Namespace) -> int:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -110,11 +150,11 @@ def run_shuffle_bench(args: argparse.Namespace) -> int:
     if share is not None and not 0 < share < 1:
         print(f"shoal bench: --refine-share must be in (0, 1), got {share}", file=sys.stderr)
         return 2
-    epss = [0.5, 1.0, 2.0, 4.0]
-    n = 1_000_000
+    epss = [float(v) for v in args.eps.split(",")] if getattr(args, "eps", None) else [0.5, 1.0, 2.0, 4.0]
+    ns = [int(float(v)) for v in args.ns.split(",") if float(v) > 0] if getattr(args, "ns", None) else [1_000_000]
     seeds = list(range(max(1, int(getattr(args, "seeds", 1)))))
     if args.smoke:
-        n, epss, seeds = 5000, [1.0], [0]
+        ns, epss, seeds = [5000], [1.0], [0]
     reals = []
     for loader in (load_uber, load_letter):
         try:
@@ -123,18 +163,24 @@ def run_shuffle_bench(args: argparse.Namespace) -> int:
             print(f"shoal bench: {loader.__name__[5:]} not found under {args.data_dir}: skipped")
             continue
         reals.append(Dataset(real.name, real.points[:5000], real.k, real.bound) if args.smoke else real)
-    # Broad, overlapping clusters of correlated features (issue 41): where a tree first round loses to a partition round.
-    overlap = overlapping_mixture(seed=0)
-    reals.append(Dataset(overlap.name, overlap.points[:5000], overlap.k, overlap.bound) if args.smoke else overlap)
-    names = ["paper-mixture"] + [r.name.split("-n")[0] for r in reals]
+    libraries, google = _libraries(args) if not args.smoke else ([], None)
     rule = "kinds.refine.refine_share's rule" if share is None else f"{share:g} of eps"
-    header = (f"machine: {machine()}; seeds {','.join(map(str, seeds))} (means; the paper generator is redrawn per seed); "
+    header = (f"machine: {machine()}; seeds {','.join(map(str, seeds))} (means; generated sets are redrawn per seed); "
               f"encoder auto (the table names its choice per variant); delta={delta:g}; shuffle batch = n (one release "
-              f"per round); refine gets {rule} and {REFINE_DELTA_SHARE:g} of delta (basic composition)")
+              f"per round); refine gets {rule} and {REFINE_DELTA_SHARE:g} of delta (basic composition); central "
+              f"libraries in the same run: {', '.join(libraries) or 'none'} (diffprivlib: pure eps)")
     print("shoal bench --model shuffle:", header, flush=True)
     rows: list[dict[str, Any]] = []
+    names: list[tuple[str, int]] = []
+    ctx = mp.get_context("spawn")
     for seed in seeds:
-        for ds in [paper_mixture(n, seed=seed)] + reals:
+        # (dataset, the central runner's name and n for the same points)
+        sets = [(paper_mixture(n, seed=seed), "paper", n) for n in ns] + [(r, r.name, 0) for r in reals]
+        # Broad, overlapping clusters of correlated features (issue 41): where a tree first round loses to a partition round.
+        overlap = overlapping_mixture(seed=seed)
+        sets.append((Dataset(overlap.name, overlap.points[:5000], overlap.k, overlap.bound) if args.smoke else overlap,
+                     "overlap", 23_000))
+        for ds, lib_name, lib_n in sets:
             nonprivate = None
             for eps in epss:
                 for r in compare(ds, eps, delta, seed=seed, refine_share=share, nonprivate=nonprivate):
@@ -143,16 +189,27 @@ def run_shuffle_bench(args: argparse.Namespace) -> int:
                     print(f"  seed {seed} {r['dataset']:8s} n={r['n']} eps={eps:g} {r['variant']:15s} {r['encoder']:7s} "
                           f"obj={r['normalized_objective']:.4g} (device eps {_eps(r['device_epsilon'])}; nonpriv "
                           f"{r['nonprivate_objective']:.3g}, trivial {r['trivial_objective']:.3g}) {r['seconds']:.0f}s", flush=True)
+                if (rows[-1]["dataset"], rows[-1]["n"]) not in names:
+                    names.append((rows[-1]["dataset"], rows[-1]["n"]))
+                for m in libraries:
+                    with ProcessPoolExecutor(1, mp_context=ctx) as pool:  # a fresh process per run
+                        lib = pool.submit(run_method, m, lib_name, lib_n, seed, eps, str(args.data_dir), google,
+                                          False).result()
+                    if lib["n"] != ds.points.shape[0]:
+                        raise RuntimeError(f"{m} ran on {lib['n']} points of {lib_name}, shoal on {ds.points.shape[0]}")
+                    rows.append({**lib, "dataset": rows[-1]["dataset"], "variant": m})
+                    print(f"  seed {seed} {rows[-1]['dataset']:8s} n={lib['n']} eps={eps:g} {m:15s} "
+                          f"obj={lib['normalized_objective']:.4g} {lib['seconds']:.1f}s", flush=True)
     if args.smoke:
         return 0
     lines = [f"# shoal bench --model shuffle\n\n{header}\n",
              "| dataset | n | d | k | central eps | local | shuffle | shuffle + refine (per seed) | refine share | "
              "device eps0 (shuffle) | auto chose (local / shuffle / shuffle+refine's first round) | non-private | "
-             "one center |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for name in names:
+             "one center | best central library (per seed) | shuffle + refine / best library |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, size in names:
         for eps in epss:
-            cell = {v: [r for r in rows if r["dataset"] == name and r["eps"] == eps and r["variant"] == v]
+            cell = {v: [r for r in rows if r["dataset"] == name and r["n"] == size and r["eps"] == eps and r["variant"] == v]
                     for v in ("local", "shuffle", "shuffle+refine")}
             lo, sh, rf = cell["local"], cell["shuffle"], cell["shuffle+refine"]
             if not lo:
@@ -166,7 +223,7 @@ def run_shuffle_bench(args: argparse.Namespace) -> int:
                          f"{mean(rf):.4g} ({per_seed}) | {rf[0]['refine_share']:g} | {sh[0]['device_epsilon']:.3g} | "
                          f"{lo[0]['encoder']} / {sh[0]['encoder']} / {rf[0]['encoder']} | "
                          f"{mean(lo, 'nonprivate_objective'):.3g} | "
-                         f"{mean(lo, 'trivial_objective'):.3g} |")
+                         f"{mean(lo, 'trivial_objective'):.3g} | {_best_library(rows, name, size, eps, mean(rf))}")
     write_results(out, "shuffle", "\n".join(lines) + "\n", {"delta": delta, "rows": rows})
     _plot(rows, out)
     print(f"shoal bench: wrote {out / 'shuffle.md'}, shuffle.json and shuffle_vs_local.png")
