@@ -106,8 +106,8 @@ def simulate_central(points: NDArray[np.float64], k: int, epsilon: float, delta:
     import json
     import time
 
-    from shoal.deploy.evaluation import nonprivate_objective
-    from shoal.deploy.simulate import format_centers
+    from shoal.deploy.simulation.evaluation import nonprivate_objective
+    from shoal.deploy.simulation.simulate import format_centers
     from shoal.server.decoders.kmeans import kmeans_cost
     from shoal.server.decoders.kmedian import kmedian_cost
 

@@ -6,7 +6,7 @@ into the public bound, encode, decode; in the central model this process is
 the curator, ``deploy/central.py``) and keeps what a server would return:
 ``cluster_centers_`` in X's units, ``privacy_`` (the round's statement),
 ``quality_`` (the verdict, README "Reading a result"), in every model.
-Nothing here is a new algorithm; it is ``deploy.simulate.simulate_rounds``
+Nothing here is a new algorithm; it is ``deploy.simulation.simulate.simulate_rounds``
 and ``deploy.central.fit`` with the argument checks and the names a
 scikit-learn user expects.
 
@@ -271,7 +271,11 @@ class PrivateKMeans:
 
     def _fit_rounds(self, x: NDArray[np.float64], k: int, bound: PublicBound, seed: int) -> tuple[Any, ...]:
         """The local and shuffle models: ``simulate_rounds``, every row a device."""
-        from shoal.deploy.simulate import refine_epsilon, refine_share_of_devices, simulate_rounds
+        from shoal.deploy.simulation.simulate import (
+            refine_epsilon,
+            refine_share_of_devices,
+            simulate_rounds,
+        )
 
         local = self.model == "local"
         delta = 0.0 if local else float(self.delta)

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from shoal.deploy.bench.results import machine, write_results
-from shoal.deploy.datasets import (
+from shoal.deploy.simulation.datasets import (
     Dataset,
     balcan_mixture,
     load_letter,
@@ -38,7 +38,7 @@ from shoal.deploy.datasets import (
     overlapping_mixture,
     paper_mixture,
 )
-from shoal.deploy.simulate import peak_rss_mb
+from shoal.deploy.simulation.simulate import peak_rss_mb
 
 DELTA = 1e-6
 METHODS = ("shoal", "shoal-000", "shoal-003", "google", "diffprivlib")  # shoal: auto (gridhist above d')
@@ -110,7 +110,7 @@ def _peak_mb() -> float:
 
 
 def _reference(name: str, n: int, seed: int, data_dir: str, smoke: bool) -> dict[str, float]:
-    from shoal.deploy.evaluation import nonprivate_objective
+    from shoal.deploy.simulation.evaluation import nonprivate_objective
     from shoal.server.decoders.kmeans import kmeans_cost
 
     ds = _dataset(name, n, seed, Path(data_dir), smoke)

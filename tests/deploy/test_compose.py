@@ -27,7 +27,7 @@ import yaml
 from tests_helpers import free_port, pg_schema
 
 from shoal.common.cli import parse
-from shoal.deploy.processes import stop_processes
+from shoal.deploy.simulation.processes import stop_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())

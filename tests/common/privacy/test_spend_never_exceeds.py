@@ -38,7 +38,7 @@ from shoal.common.mechanisms.exact_sampling import laplace_scale_fraction
 from shoal.common.privacy.accounting import central_guarantee
 from shoal.common.privacy.events import RoundsEvent
 from shoal.deploy.central import CENSUS_SHARE
-from shoal.deploy.simulate import refine_epsilon, refine_share_of_devices, round_budget
+from shoal.deploy.simulation.simulate import refine_epsilon, refine_share_of_devices, round_budget
 from shoal.server.decoders.central.noisy_average import calibrate, spent_delta
 from shoal.server.decoders.central.pipeline import privacy_statement as curator_statement
 from shoal.server.decoders.local_refine import local_refine_statement
