@@ -9,7 +9,7 @@ from typing import Any
 
 def __getattr__(name: str) -> Any:
     if name == "PrivateKMeans":
-        from shoal.deploy.estimator import PrivateKMeans
+        from shoal.deploy.notebook.estimator import PrivateKMeans
 
         return PrivateKMeans
     raise AttributeError(f"module 'shoal.deploy' has no attribute {name!r}")

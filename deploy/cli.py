@@ -210,6 +210,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
     from shoal.common.bounds import bound_to_dict
     from shoal.common.errors import ShoalError
+    from shoal.deploy.notebook.verdicts import partition_quality
     from shoal.deploy.simulation.block_memory import keep_block_buffers
     from shoal.deploy.simulation.evaluation import cli_bound, clipped_fraction, open_points
     from shoal.deploy.simulation.reference import ReferenceCache
@@ -219,7 +220,6 @@ def _simulate(args: argparse.Namespace) -> int:
         refine_share_of_devices,
         simulate_rounds,
     )
-    from shoal.deploy.verdicts import partition_quality
 
     keep_block_buffers()  # this process is the simulator's: its block buffers are reused, not re-faulted
     points = open_points(args.data)  # a ConfigError becomes one line and exit 2 (common/cli.main)
@@ -235,7 +235,7 @@ def _simulate(args: argparse.Namespace) -> int:
             print("shoal simulate: --model central takes --algorithm, not --encoder, --min-batch or --refine",
                   file=sys.stderr)
             return 2
-        from shoal.deploy.central import simulate_central
+        from shoal.deploy.notebook.central import simulate_central
 
         return simulate_central(points, args.k, args.eps, 1e-6 if args.delta is None else args.delta, bound,
                                 args.algorithm or "auto", args.seed, args.json, args.objective)

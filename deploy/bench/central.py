@@ -66,7 +66,7 @@ def _run(method: str, name: str, n: int, seed: int, eps: float, data_dir: str, g
     _reset_peak()
     t = time.perf_counter()
     if method.startswith("shoal"):
-        from shoal.deploy.central import fit
+        from shoal.deploy.notebook.central import fit
 
         algorithm = {"shoal": "auto", "shoal-000": "maxcover-000", "shoal-003": "maxcover-003"}[method]
         res = fit(x, ds.k, eps, DELTA, 1.0, algorithm=algorithm, n_expected=len(x), seed=seed)

@@ -1,4 +1,4 @@
-"""The central model for data already held (``shoal.deploy.central.fit``), from
+"""The central model for data already held (``shoal.deploy.notebook.central.fit``), from
 ``shoal simulate --model central`` and over sockets (``shoal sim --model central``)."""
 
 import json
@@ -10,7 +10,7 @@ import pytest
 from shoal.common.bounds import PublicBound
 from shoal.common.cli import main
 from shoal.common.errors import ConfigError
-from shoal.deploy.central import fit
+from shoal.deploy.notebook.central import fit
 from shoal.deploy.simulation.datasets import paper_mixture
 
 
