@@ -1,8 +1,22 @@
-"""deploy: the tools above the services (simulation, demo, benchmarks), the
-notebook estimator and the central library call. Their public names live at
-the package top, ``from shoal import PrivateKMeans, fit_central``; the old
-path ``from shoal.deploy import PrivateKMeans`` still works (loaded on first
-use, so ``shoal`` commands do not pay for it)."""
+"""shoal.deploy: the tools above the services, which may import every other
+part of shoal (client, server, shuffler). Its sub-packages, lowest first
+(each imports only from the ones before it; ``tests/test_import_graph.py``
+checks it):
+
+- ``simulation/``: the simulator of many devices, in this process (``shoal
+  simulate``) or through a real server and shuffler on loopback (``shoal
+  sim``), with the datasets it runs on;
+- ``notebook/``: shoal on data you hold, in your own process:
+  ``PrivateKMeans``, ``fit_central``, their verdicts and pictures;
+- ``bench/``: ``shoal bench``, the benchmarks;
+- this package's own modules, the top: ``cli.py`` (the parsers of ``shoal
+  sim``, ``simulate``, ``bench`` and ``demo``), ``demo.py`` (``shoal demo``)
+  and ``protocol_vectors.py`` (the wire protocol's conformance vectors).
+
+The public names live at the package top, ``from shoal import
+PrivateKMeans, fit_central``; the old path ``from shoal.deploy import
+PrivateKMeans`` still works (loaded on first use, so ``shoal`` commands do
+not pay for it)."""
 
 from typing import Any
 
