@@ -16,7 +16,9 @@ checks it):
 The public names live at the package top, ``from shoal import
 PrivateKMeans, fit_central``; the old path ``from shoal.deploy import
 PrivateKMeans`` still works (loaded on first use, so ``shoal`` commands do
-not pay for it)."""
+not pay for it). The container image and the TLS proxy's configuration are
+not Python and not here: ``docker/``, beside ``docker-compose.yml`` at the
+repository's top."""
 
 from typing import Any
 
