@@ -32,17 +32,17 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # for type checkers only; at run time ``__getattr__`` loads these
     from shoal.common.bounds import PublicBound
-    from shoal.deploy.central import CentralResult
-    from shoal.deploy.central import fit as fit_central
-    from shoal.deploy.estimator import PrivateKMeans
+    from shoal.deploy.notebook.central import CentralResult
+    from shoal.deploy.notebook.central import fit as fit_central
+    from shoal.deploy.notebook.estimator import PrivateKMeans
 
 __all__ = ["CentralResult", "PrivateKMeans", "PublicBound", "__version__", "fit_central"]
 
 # public name -> (module, attribute)
 _LAZY = {
-    "PrivateKMeans": ("shoal.deploy.estimator", "PrivateKMeans"),
-    "fit_central": ("shoal.deploy.central", "fit"),
-    "CentralResult": ("shoal.deploy.central", "CentralResult"),
+    "PrivateKMeans": ("shoal.deploy.notebook.estimator", "PrivateKMeans"),
+    "fit_central": ("shoal.deploy.notebook.central", "fit"),
+    "CentralResult": ("shoal.deploy.notebook.central", "CentralResult"),
     "PublicBound": ("shoal.common.bounds", "PublicBound"),
 }
 

@@ -89,7 +89,7 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
         sm.add_argument("--algorithm", choices=("auto", *ALGORITHMS, "continual"), default=None,
                         help="central model only: seed 000's or seed 003's private max coverage, seed 001's greedy, "
                              "or continual: a drifting 2-D stream of --users insertions (and their deletions) over "
-                             "--horizon steps through the services (deploy/continual_sim.py; --delta 0: pure eps)")
+                             "--horizon steps through the services (deploy/simulation/continual_sim.py; --delta 0: pure eps)")
         sm.add_argument("--horizon", type=int, default=64, help="--algorithm continual: steps of the stream")
         sm.add_argument("--levels", type=int, default=6, help="--algorithm continual: net levels")
         sm.add_argument("--delta", type=float, default=1e-6)
@@ -210,16 +210,16 @@ def _simulate(args: argparse.Namespace) -> int:
 
     from shoal.common.bounds import bound_to_dict
     from shoal.common.errors import ShoalError
-    from shoal.deploy.block_memory import keep_block_buffers
-    from shoal.deploy.evaluation import cli_bound, clipped_fraction, open_points
-    from shoal.deploy.reference import ReferenceCache
-    from shoal.deploy.simulate import (
+    from shoal.deploy.notebook.verdicts import partition_quality
+    from shoal.deploy.simulation.block_memory import keep_block_buffers
+    from shoal.deploy.simulation.evaluation import cli_bound, clipped_fraction, open_points
+    from shoal.deploy.simulation.reference import ReferenceCache
+    from shoal.deploy.simulation.simulate import (
         format_centers,
         refine_epsilon,
         refine_share_of_devices,
         simulate_rounds,
     )
-    from shoal.deploy.verdicts import partition_quality
 
     keep_block_buffers()  # this process is the simulator's: its block buffers are reused, not re-faulted
     points = open_points(args.data)  # a ConfigError becomes one line and exit 2 (common/cli.main)
@@ -235,7 +235,7 @@ def _simulate(args: argparse.Namespace) -> int:
             print("shoal simulate: --model central takes --algorithm, not --encoder, --min-batch or --refine",
                   file=sys.stderr)
             return 2
-        from shoal.deploy.central import simulate_central
+        from shoal.deploy.notebook.central import simulate_central
 
         return simulate_central(points, args.k, args.eps, 1e-6 if args.delta is None else args.delta, bound,
                                 args.algorithm or "auto", args.seed, args.json, args.objective)
@@ -331,7 +331,7 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _sim(args: argparse.Namespace) -> int:
-    from shoal.deploy.sim import run_sim
+    from shoal.deploy.simulation.sim import run_sim
 
     return run_sim(args)
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from shoal.deploy.bench.results import machine
-from shoal.deploy.datasets import city_locations, paper_mixture
-from shoal.deploy.progress import bar, say
-from shoal.deploy.simulate import simulate
+from shoal.deploy.simulation.datasets import city_locations, paper_mixture
+from shoal.deploy.simulation.progress import bar, say
+from shoal.deploy.simulation.simulate import simulate
 
 
 def main() -> None:

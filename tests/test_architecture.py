@@ -114,9 +114,9 @@ def test_the_package_top_imports_nothing_eagerly_and_lazily_only_the_user_facing
 
 
 def test_the_top_rule_catches_an_eager_import(tmp_path, monkeypatch):
-    (tmp_path / "__init__.py").write_text("from shoal.deploy.estimator import PrivateKMeans\n")
+    (tmp_path / "__init__.py").write_text("from shoal.deploy.notebook.estimator import PrivateKMeans\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
-    assert _top_imports()[0] == {"shoal.deploy.estimator"}
+    assert _top_imports()[0] == {"shoal.deploy.notebook.estimator"}
 
 
 def test_import_shoal_loads_no_submodule_and_no_numpy():

@@ -36,6 +36,9 @@ COMMON_LAYERS = {"": 0, "privacy": 1, "randomness": 1, "mechanisms": 2, "kinds":
 # What the two services share: imports only common's top-level modules; imported only by the services.
 SERVICES = "shoal.common.services"
 SERVICES_USERS = ("shoal.server", "shoal.shuffler", SERVICES)
+# shoal.deploy's sub-packages, lowest first (deploy/__init__.py): the notebook code runs the simulator's
+# rounds, the benchmarks both; "" is deploy's own modules (the CLI, the demo, the protocol vectors), the top.
+DEPLOY_LAYERS = {"simulation": 0, "notebook": 1, "bench": 2, "": 3}
 
 
 def module_files(root: Path = ROOT) -> dict[str, Path]:
@@ -139,6 +142,14 @@ def _common_neighbourhood(module: str) -> str | None:
     return rest[0] if len(rest) > 1 or rest[0] in COMMON_LAYERS or rest[0] == "services" else ""
 
 
+def _deploy_neighbourhood(module: str) -> str | None:
+    """``simulation`` for ``shoal.deploy.simulation.sim``, ``""`` for deploy's own modules, None outside."""
+    if not _under(module, ("shoal.deploy",)):
+        return None
+    rest = module[len("shoal.deploy."):].split(".") if module != "shoal.deploy" else [""]
+    return rest[0] if len(rest) > 1 else ""
+
+
 def upward_imports(graph: dict[str, set[str]]) -> list[str]:
     """Every edge that breaks a layering rule, as ``a -> b (rule)``."""
     wrong = []
@@ -150,6 +161,9 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
                 wrong.append(f"{a} -> {b} (a decoder imports the edge, storage or rounds)")
             if _under(b, (SERVICES,)) and not _under(a, SERVICES_USERS):
                 wrong.append(f"{a} -> {b} (only the services import common/services)")
+            da, db = _deploy_neighbourhood(a), _deploy_neighbourhood(b)
+            if da is not None and db is not None and da != db and DEPLOY_LAYERS[db] >= DEPLOY_LAYERS[da]:
+                wrong.append(f"{a} -> {b} (deploy/{da or '.'} may not import deploy/{db or '.'})")
             na, nb = _common_neighbourhood(a), _common_neighbourhood(b)
             if na is None or nb is None or b == "shoal.common":
                 continue
@@ -173,6 +187,27 @@ def test_no_module_imports_upward():
 def test_every_common_neighbourhood_has_a_layer():
     folders = {p.name for p in (ROOT / "common").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert folders == set(COMMON_LAYERS) - {""} | {"services"}
+
+
+def test_every_deploy_sub_package_has_a_layer():
+    folders = {p.name for p in (ROOT / "deploy").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders == set(DEPLOY_LAYERS) - {""}
+
+
+def test_deploy_sub_packages_import_only_downwards(tmp_path):
+    """The simulator importing the notebook code, or the notebook code the CLI, is refused."""
+    (tmp_path / "__init__.py").write_text("")
+    for package in ("common", "client", "server", "shuffler", "deploy", "deploy/simulation", "deploy/notebook"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "deploy" / "cli.py").write_text("from shoal.deploy.notebook.fit import f\n")
+    (tmp_path / "deploy" / "notebook" / "fit.py").write_text("from shoal.deploy.simulation import run\n"
+                                                             "def f():\n    import shoal.deploy.cli\n")
+    (tmp_path / "deploy" / "simulation" / "run.py").write_text("from shoal.deploy.notebook import fit\n")
+    assert upward_imports(import_graph(tmp_path)) == [
+        "shoal.deploy.notebook.fit -> shoal.deploy.cli (deploy/notebook may not import deploy/.)",
+        "shoal.deploy.simulation.run -> shoal.deploy.notebook.fit (deploy/simulation may not import deploy/notebook)",
+    ]
 
 
 def test_the_graph_sees_function_local_and_type_checking_imports(tmp_path):

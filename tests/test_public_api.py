@@ -34,10 +34,10 @@ def test_the_top_exports_a_small_documented_set_of_names():
         assert f"- ``{name}" in shoal.__doc__  # one bullet each
 
 
-def test_the_top_names_are_the_objects_at_the_old_paths():
+def test_the_top_names_are_the_objects_at_their_full_paths():
     from shoal.common.bounds import PublicBound
     from shoal.deploy import PrivateKMeans
-    from shoal.deploy.central import CentralResult, fit
+    from shoal.deploy.notebook.central import CentralResult, fit
 
     assert shoal.PrivateKMeans is PrivateKMeans and shoal.fit_central is fit
     assert shoal.CentralResult is CentralResult and shoal.PublicBound is PublicBound

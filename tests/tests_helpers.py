@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from shoal.deploy.bench.scratch_schema import PG_URL, scratch_schema
-from shoal.deploy.processes import free_port, wait_healthy
+from shoal.deploy.simulation.processes import free_port, wait_healthy
 
 __all__ = ["PG_URL", "free_port", "pg_schema", "run_schemathesis", "send_until_killed", "spawn_server",
            "stored_message_ids", "wait_healthy"]

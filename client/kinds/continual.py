@@ -70,7 +70,7 @@ class ContinualDevice:
         return spend, build
 
     def simulate(self, config: ContinualConfig, points: np.ndarray, records_per_device: int) -> Simulated:
-        """Insertions only: a stream's deletions come from the simulator (``deploy/continual_sim.py``)."""
+        """Insertions only: a stream's deletions come from the simulator (``deploy/simulation/continual_sim.py``)."""
         pts = np.asarray(points, dtype=np.float64).reshape(-1, config.dim)
         return Simulated(messages=list(insertions(config, pts, [new_item() for _ in range(pts.shape[0])])))
 

@@ -34,7 +34,7 @@ Shrinkage: each center moves from its parent toward the Lloyd mean by the
 James-Stein factor of the move against the mean's (public) noise
 (``refined_centers``), so a center the tree already placed well stays.
 
-Measured (numpy model of the same reports, ``deploy/fresh_devices.py``;
+Measured (numpy model of the same reports, ``deploy/simulation/fresh_devices.py``;
 seed 004's generator n = 1e6, d = 100, k = 8, eps 1, seeds 0-2; 70% of the
 devices in the tree round, 30% here): k-means cost / n in the unit ball
 0.103 / 0.109 / 0.110 (0.135 / 0.135 / 0.132 without shrinkage) where one

@@ -252,7 +252,7 @@ def refine_share(n: int, dim: int, k: int, epsilon: float, delta: float, min_bat
         raise ConfigError(f"epsilon must be finite and > 0, got {epsilon}")
     batch = int(min_batch or n)
     # The tree round's (eps, delta) as the split gives them (``accounting.split_spend``, rounded toward
-    # less spend, as ``deploy/simulate.round_budget`` splits): the probe is the round that will run.
+    # less spend, as ``deploy/simulation/simulate.round_budget`` splits): the probe is the round that will run.
     tree_delta = split_spend(delta, REFINE_DELTA_SHARE)[0]
     if first_round(n, dim, k, tree_delta, batch) == "partition":
         return PARTITION_REFINE_SHARE

@@ -29,7 +29,7 @@ total's law is what must be differentially private.
 
 Pure math, no I/O. Shares drawn here leave a device (wire values); the
 in-process shortcut that draws a whole total at once is simulation, and
-lives with it (``deploy/simulate.py``).
+lives with it (``deploy/simulation/simulate.py``).
 """
 
 from __future__ import annotations

@@ -30,10 +30,16 @@ from shoal.common.mechanisms.local_hashing import (
 )
 from shoal.common.randomness.hashing import bucket_hash, mix64
 from shoal.deploy.bench.results import machine
-from shoal.deploy.datasets import Dataset, load_letter, load_uber, paper_mixture, skewed_box
-from shoal.deploy.evaluation import nonprivate_objective
-from shoal.deploy.progress import bar, say
-from shoal.deploy.simulate import simulate, simulate_rounds
+from shoal.deploy.simulation.datasets import (
+    Dataset,
+    load_letter,
+    load_uber,
+    paper_mixture,
+    skewed_box,
+)
+from shoal.deploy.simulation.evaluation import nonprivate_objective
+from shoal.deploy.simulation.progress import bar, say
+from shoal.deploy.simulation.simulate import simulate, simulate_rounds
 from shoal.server.decoders.tree.accumulate import LevelAccumulator
 from shoal.server.decoders.tree.oracles import FrequencyOracle
 

@@ -43,8 +43,8 @@ from shoal.common.wire.binary import CONTENT_TYPE, encode_reports
 from shoal.deploy.bench.results import machine
 from shoal.deploy.bench.scratch_schema import PG_URL, scratch_schema
 from shoal.deploy.bench.services import create_round, stored
-from shoal.deploy.datasets import city_locations
-from shoal.deploy.processes import Services
+from shoal.deploy.simulation.datasets import city_locations
+from shoal.deploy.simulation.processes import Services
 
 
 def _reset(url: str) -> None:

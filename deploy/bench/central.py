@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from shoal.deploy.bench.results import machine, write_results
-from shoal.deploy.datasets import (
+from shoal.deploy.simulation.datasets import (
     Dataset,
     balcan_mixture,
     load_letter,
@@ -38,7 +38,7 @@ from shoal.deploy.datasets import (
     overlapping_mixture,
     paper_mixture,
 )
-from shoal.deploy.simulate import peak_rss_mb
+from shoal.deploy.simulation.simulate import peak_rss_mb
 
 DELTA = 1e-6
 METHODS = ("shoal", "shoal-000", "shoal-003", "google", "diffprivlib")  # shoal: auto (gridhist above d')
@@ -66,7 +66,7 @@ def run_method(method: str, name: str, n: int, seed: int, eps: float, data_dir: 
     _reset_peak()
     t = time.perf_counter()
     if method.startswith("shoal"):
-        from shoal.deploy.central import fit
+        from shoal.deploy.notebook.central import fit
 
         algorithm = {"shoal": "auto", "shoal-000": "maxcover-000", "shoal-003": "maxcover-003"}[method]
         res = fit(x, ds.k, eps, DELTA, 1.0, algorithm=algorithm, n_expected=len(x), seed=seed)
@@ -110,7 +110,7 @@ def _peak_mb() -> float:
 
 
 def _reference(name: str, n: int, seed: int, data_dir: str, smoke: bool) -> dict[str, float]:
-    from shoal.deploy.evaluation import nonprivate_objective
+    from shoal.deploy.simulation.evaluation import nonprivate_objective
     from shoal.server.decoders.kmeans import kmeans_cost
 
     ds = _dataset(name, n, seed, Path(data_dir), smoke)

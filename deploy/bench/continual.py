@@ -1,7 +1,7 @@
 """``shoal bench --continual``: seed 001's greedy under continual observation
 (issue 18, Build 5; ``server/decoders/continual/stream.py``).
 
-A drifting stream (``deploy/continual_stream.py``: T = 1024 steps, ~6e4
+A drifting stream (``deploy/simulation/continual_stream.py``: T = 1024 steps, ~6e4
 insertions and ~4.4e4 deletions, 4 clusters that circle, appear and
 vanish, 2-D) fed to a continual round (k = 4, 5 levels, event level),
 eps 1 and 4, seeds 0-2.
@@ -37,7 +37,7 @@ from shoal.common.kinds.central import derive_central
 from shoal.common.kinds.continual import ContinualParams
 from shoal.deploy.bench.results import machine, write_results
 from shoal.deploy.bench.step_close import close_costs, close_markdown
-from shoal.deploy.continual_stream import drifting_stream
+from shoal.deploy.simulation.continual_stream import drifting_stream
 from shoal.server.decoders.central.pipeline import central_kmeans
 from shoal.server.decoders.continual.stream import ContinualGreedy
 from shoal.server.decoders.kmeans import kmeans_cost

@@ -28,7 +28,7 @@ from shoal.common.kinds import dump_config
 from shoal.common.kinds.tree import derive_config
 from shoal.common.wire.fields import new_message_id
 from shoal.deploy.bench.results import machine
-from shoal.deploy.datasets import paper_mixture
+from shoal.deploy.simulation.datasets import paper_mixture
 
 ROUND = "decode-memory"
 
@@ -55,7 +55,7 @@ def high_water_mb() -> float:
     """This process image's peak RSS (VmHWM: ``simulate.peak_rss_mb``). Not
     ru_maxrss: Linux carries the forking parent's peak into the child, so a
     child of a 1 GB benchmark process would report 1 GB before doing anything."""
-    from shoal.deploy.simulate import peak_rss_mb
+    from shoal.deploy.simulation.simulate import peak_rss_mb
 
     return peak_rss_mb()
 

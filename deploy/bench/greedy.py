@@ -68,8 +68,8 @@ from shoal.common.kinds.elbow import contributions as elbow_contributions
 from shoal.common.kinds.tree import derive_config
 from shoal.deploy.bench.elbow_band import exact_curves, plot_elbows
 from shoal.deploy.bench.results import machine, write_results
-from shoal.deploy.datasets import Dataset, load_letter, load_uber, paper_mixture
-from shoal.deploy.summed import summed_in_process
+from shoal.deploy.simulation.datasets import Dataset, load_letter, load_uber, paper_mixture
+from shoal.deploy.simulation.summed import summed_in_process
 from shoal.server.decoders.central.lift import Merged, reduce_parts
 from shoal.server.decoders.central.pipeline import central_kmeans
 from shoal.server.decoders.elbow import elbow_from_drops
@@ -308,7 +308,7 @@ def shuffle_elbow_rows(n: int, seeds: tuple[int, ...]) -> list[dict[str, Any]]:
     """Per seed: a greedy tree round at (1 - ELBOW_SHARE) of central (1, DELTA), its
     coreset elbow checked by ``elbow_band.exact_curves``, then an elbow round
     (``common/kinds/elbow.py``) at ELBOW_SHARE on its ordered centers, summed
-    in-process (``deploy/summed.py``: the devices' fixed-point drops exactly, the
+    in-process (``deploy/simulation/summed.py``: the devices' fixed-point drops exactly, the
     total noise of their shares at once), against the data's cost of the same centers."""
     rows = []
     (eps_tree, delta_tree), (eps_elbow, delta_elbow) = elbow_budget(1.0, DELTA)  # rounded toward less spend
@@ -423,7 +423,7 @@ def run_shuffle(args: argparse.Namespace) -> int:
     lines = ["# shoal bench --greedy --model shuffle", "",
              f"machine: {machine()}; the paper generator (k_true = 8, d = 100), n = {n}, k = 16, nettree, shuffle "
              f"model at central eps = 1, delta = {DELTA:g}, one batch of n; tree.centers = greedy; simulated "
-             "devices (encode_arrays wire=False; the elbow round's sum in-process, deploy/summed.py); "
+             "devices (encode_arrays wire=False; the elbow round's sum in-process, deploy/simulation/summed.py); "
              "`deploy/bench/greedy.py`; the elbow round's curves: `greedy_shuffle_elbow.png`", ""] + _elbow_markdown(rows)
     lines += ["", "## Objective at the true k: the same simulated reports, k-means centers (default) or the "
               "greedy's", "", "Shuffle model: central eps, delta 1e-6, one batch of all n; the paper generator at "

@@ -51,7 +51,7 @@ def _service(folder: str) -> Any:
 
 
 def _peak_mb() -> float:
-    from shoal.deploy.simulate import peak_rss_mb
+    from shoal.deploy.simulation.simulate import peak_rss_mb
 
     return peak_rss_mb()
 
@@ -59,7 +59,7 @@ def _peak_mb() -> float:
 def build(folder: str, n: int, dim: int) -> dict[str, Any]:
     """One round of n devices encoded and stored (run in a process of its own)."""
     from shoal.client.encoder import encode_arrays
-    from shoal.deploy.datasets import paper_mixture
+    from shoal.deploy.simulation.datasets import paper_mixture
     from shoal.server.rounds.kinds import RoundRequest
 
     service = _service(folder)
@@ -119,7 +119,7 @@ class Cluster:
     """A ``dask scheduler`` and ``dask worker --nworkers W --nthreads 1`` on 127.0.0.1."""
 
     def __init__(self, workers: int) -> None:
-        from shoal.deploy.processes import free_port
+        from shoal.deploy.simulation.processes import free_port
 
         self.address = f"tcp://127.0.0.1:{free_port()}"
         bin_dir = Path(sys.executable).parent
@@ -139,7 +139,7 @@ class Cluster:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        from shoal.deploy.processes import stop_processes
+        from shoal.deploy.simulation.processes import stop_processes
 
         stop_processes(self.procs[::-1], timeout=30)
 

@@ -39,8 +39,8 @@ from shoal.common.kinds.tree import config_from_dict
 from shoal.common.wire.binary import CONTENT_TYPE, encode_reports
 from shoal.deploy.bench.results import machine
 from shoal.deploy.bench.wrk_load import run_wrk, wrk_path
-from shoal.deploy.datasets import city_locations
-from shoal.deploy.processes import Services
+from shoal.deploy.simulation.datasets import city_locations
+from shoal.deploy.simulation.processes import Services
 
 
 def create_round(services: Services, n: int) -> tuple[str, Any]:

@@ -36,14 +36,14 @@ from shoal.common.kinds.refine import REFINE_DELTA_SHARE
 from shoal.common.kinds.refine import refine_share as share_rule
 from shoal.deploy.bench.central import run_method, unavailable
 from shoal.deploy.bench.results import machine, write_results
-from shoal.deploy.datasets import (
+from shoal.deploy.simulation.datasets import (
     Dataset,
     load_letter,
     load_uber,
     overlapping_mixture,
     paper_mixture,
 )
-from shoal.deploy.simulate import simulate, simulate_rounds
+from shoal.deploy.simulation.simulate import simulate, simulate_rounds
 
 
 def _eps(value: float | None) -> str:

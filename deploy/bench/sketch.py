@@ -58,7 +58,7 @@ from shoal.common.mechanisms.sketch import (
     sketch_from_sum,
 )
 from shoal.deploy.bench.results import machine, write_results
-from shoal.deploy.datasets import Dataset, load_uber, paper_mixture
+from shoal.deploy.simulation.datasets import Dataset, load_uber, paper_mixture
 from shoal.server.decoders.kmeans import kmeans_cost, weighted_kmeans
 from shoal.server.decoders.sketch.clompr import clompr
 

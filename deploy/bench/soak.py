@@ -36,7 +36,7 @@ import numpy as np
 
 from shoal.deploy.bench.results import machine, write_results
 from shoal.deploy.bench.services import _messages_json, create_round, stored
-from shoal.deploy.processes import Services
+from shoal.deploy.simulation.processes import Services
 
 MAX_CONNECTIONS = 64  # per stream
 POOL = 4096  # distinct encoded reports the bodies are made from (each sent with fresh message ids)

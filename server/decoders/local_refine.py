@@ -35,7 +35,7 @@ class CodebookTotal:
 
     def add_decoded(self, vectors: NDArray[np.float64]) -> None:
         """Reports already decoded (n, k (d + 1)): the simulator's path
-        (``deploy/fresh_devices.py``, drawn from their distribution)."""
+        (``deploy/simulation/fresh_devices.py``, drawn from their distribution)."""
         self.total += vectors.sum(axis=0)
         self.devices += vectors.shape[0]
 

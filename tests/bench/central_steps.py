@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from shoal.common.kinds.central import derive_central
-from shoal.deploy.datasets import (
+from shoal.deploy.simulation.datasets import (
     balcan_mixture,
     load_letter,
     load_uber,

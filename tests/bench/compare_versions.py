@@ -40,8 +40,8 @@ def _cell(spec: dict, seed: int, data_dir: str) -> dict:
     from shoal.server.decoders.kmeans import kmeans_cost
 
     if spec["kind"] == "tree":
-        from shoal.deploy.datasets import load_letter, load_uber, paper_mixture
-        from shoal.deploy.simulate import simulate
+        from shoal.deploy.simulation.datasets import load_letter, load_uber, paper_mixture
+        from shoal.deploy.simulation.simulate import simulate
 
         ds = (paper_mixture(spec["n"], seed=0) if spec["data"] == "paper" else
               load_letter(Path(data_dir)) if spec["data"] == "letter" else load_uber(Path(data_dir)))

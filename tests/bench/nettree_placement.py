@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from shoal.deploy.datasets import city_locations, load_letter, load_uber, paper_mixture
-from shoal.deploy.simulate import simulate
+from shoal.deploy.simulation.datasets import city_locations, load_letter, load_uber, paper_mixture
+from shoal.deploy.simulation.simulate import simulate
 
 
 def main() -> None:

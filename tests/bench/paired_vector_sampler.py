@@ -29,8 +29,8 @@ from legacy_samplers import LegacyPrivUnit  # noqa: E402
 
 import shoal.client.encoder as encoder_module  # noqa: E402
 from shoal.common.mechanisms.privunit import round_to_sphere  # noqa: E402
-from shoal.deploy.datasets import load_uber, paper_mixture  # noqa: E402
-from shoal.deploy.simulate import simulate  # noqa: E402
+from shoal.deploy.simulation.datasets import load_uber, paper_mixture  # noqa: E402
+from shoal.deploy.simulation.simulate import simulate  # noqa: E402
 
 
 def main() -> None:

@@ -36,7 +36,7 @@ import numpy as np
 from shoal.client.encoder import encode_arrays
 from shoal.common.kinds.tree import config_from_dict
 from shoal.deploy.bench.results import machine
-from shoal.deploy.processes import Services
+from shoal.deploy.simulation.processes import Services
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests_helpers import send_until_killed, stored_message_ids  # noqa: E402
@@ -143,7 +143,7 @@ def singles(s: Services, n: int, tmp: Path) -> dict:
 def _restart(s: Services) -> None:
     p = s.procs[0]
     s.procs[0] = subprocess.Popen(p.args, env=s.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    from shoal.deploy.processes import wait_healthy
+    from shoal.deploy.simulation.processes import wait_healthy
 
     wait_healthy(s.server_url, s.procs[0])
 
@@ -239,7 +239,7 @@ def kills_during_forward(s: Services, kills: int) -> dict:
         if k == kills - 1:  # the last restart releases whatever is left
             argv[argv.index("--min-batch") + 1] = "1"
         s.procs[1] = subprocess.Popen(argv, env=s.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        from shoal.deploy.processes import wait_healthy
+        from shoal.deploy.simulation.processes import wait_healthy
 
         wait_healthy(s.shuffler_url, s.procs[1])
     end = time.time() + 60

@@ -19,14 +19,14 @@ from pathlib import Path
 import numpy as np
 
 from shoal.common.kinds.refine import refine_share
-from shoal.deploy.datasets import (
+from shoal.deploy.simulation.datasets import (
     load_letter,
     load_uber,
     overlapping_mixture,
     paper_mixture,
     skewed_box,
 )
-from shoal.deploy.simulate import simulate_rounds
+from shoal.deploy.simulation.simulate import simulate_rounds
 
 
 def main() -> None:

@@ -25,8 +25,8 @@ import numpy as np
 
 from shoal.client.encoder import encode_arrays
 from shoal.common.kinds.tree import derive_config
-from shoal.deploy.datasets import paper_mixture
-from shoal.deploy.evaluation import evaluate
+from shoal.deploy.simulation.datasets import paper_mixture
+from shoal.deploy.simulation.evaluation import evaluate
 from shoal.server.decoders.tree.accumulate import LevelAccumulator
 from shoal.server.decoders.tree.decoder import TreeDecoder
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from shoal.common.cli import main
-from shoal.deploy.datasets import city_locations, paper_mixture
-from shoal.deploy.simulate import simulate
+from shoal.deploy.simulation.datasets import city_locations, paper_mixture
+from shoal.deploy.simulation.simulate import simulate
 
 
 def test_simulate_json_has_exactly_the_documented_keys(tmp_path, capsys):
@@ -30,7 +30,7 @@ def test_simulate_computes_the_reference_only_when_asked_and_then_reuses_it_for_
     """Issue 42: the reference was two thirds of a run at 1e6 x 100, computed on
     every run. Now --reference computes it and caches it by the file's hash,
     k, seed and bound; a plain run reports a cached one, else none."""
-    from shoal.deploy.evaluation import nonprivate_objective
+    from shoal.deploy.simulation.evaluation import nonprivate_objective
 
     monkeypatch.setenv("SHOAL_CACHE_DIR", str(tmp_path / "cache"))
     ds = paper_mixture(3000, d=5, k=2, seed=0)

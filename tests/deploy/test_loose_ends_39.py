@@ -14,7 +14,7 @@ from shoal.common.bounds import PublicBound
 from shoal.common.cli import main
 from shoal.common.kinds.partition import derive_partition
 from shoal.common.kinds.tree import MAX_EPSILON, derive_config
-from shoal.deploy.datasets import paper_mixture
+from shoal.deploy.simulation.datasets import paper_mixture
 
 X = np.random.default_rng(0).uniform(0, 1, (500, 2))
 BOUND = "epsilon must be finite, > 0 and <= 500"

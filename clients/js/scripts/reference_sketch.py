@@ -1,5 +1,5 @@
 """Subsampled local sketches (r < m), which protocol/vectors/ does not cover:
-the Python device run on fixed private bytes (``common/device_random.replay``)
+the Python device run on fixed private bytes (``common/randomness/device_random.replay``)
 and the binary body it sends, for the TypeScript tests.
 
     .venv/bin/python clients/js/scripts/reference_sketch.py

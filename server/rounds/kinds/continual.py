@@ -2,7 +2,7 @@
 
 Devices seal events to the server through the shuffler: the insertion of
 their point (in the unit ball) under an item token, and later its
-deletion by that token (``common/messages.StreamMessage``). Each is stored
+deletion by that token (``common/wire/messages.StreamMessage``). Each is stored
 as one uint64 row the store stamps with the step open at its commit
 (``Store.add_events``, storage "events"); an operator closes steps
 (``POST /rounds/{id}/steps``) and the round's curator

@@ -3,7 +3,7 @@
 A property test over a grid of (n, d, k, eps, delta, model, refine). Every
 cell derives its rounds' configs the way the product does (``shoal
 simulate``'s split and derive calls, the service's ``derive_*`` and
-``deploy.central.fit``'s census), without encoding a device, then composes
+``deploy.notebook.central.fit``'s census), without encoding a device, then composes
 the published statement with the product's own functions
 (``central_guarantee`` on the round events, ``RoundsEvent`` for a family,
 ``curator_guarantee`` / ``privacy_statement`` for a curator,
@@ -37,8 +37,8 @@ from shoal.common.kinds.tree import derive_config
 from shoal.common.mechanisms.exact_sampling import laplace_scale_fraction
 from shoal.common.privacy.accounting import central_guarantee
 from shoal.common.privacy.events import RoundsEvent
-from shoal.deploy.central import CENSUS_SHARE
-from shoal.deploy.simulate import refine_epsilon, refine_share_of_devices, round_budget
+from shoal.deploy.notebook.central import CENSUS_SHARE
+from shoal.deploy.simulation.simulate import refine_epsilon, refine_share_of_devices, round_budget
 from shoal.server.decoders.central.noisy_average import calibrate, spent_delta
 from shoal.server.decoders.central.pipeline import privacy_statement as curator_statement
 from shoal.server.decoders.local_refine import local_refine_statement
@@ -118,10 +118,10 @@ def shuffle_cell(n: int, d: int, k: int, eps: float, delta: float, refine: str) 
 def central_cell(n: int, d: int, k: int, eps: float, delta: float, refine: str,
                  algorithm: str) -> list[Part]:
     """The central model: the service's ``derive_central_round`` (n public);
-    "auto": ``deploy.central.fit`` without n_expected (a census of n first);
+    "auto": ``deploy.notebook.central.fit`` without n_expected (a census of n first);
     "explicit": three lift steps."""
     if refine == "auto":
-        t, s = laplace_scale_fraction(1, CENSUS_SHARE * eps)  # deploy.central.fit's census
+        t, s = laplace_scale_fraction(1, CENSUS_SHARE * eps)  # deploy.notebook.central.fit's census
         spec = derive_central(algorithm, n, d, k, eps, delta, seed=0, census_epsilon=s / t)
     else:
         spec = derive_central_round(n, d, k, eps, delta, BOUND, algorithm=algorithm,

@@ -172,7 +172,7 @@ def test_unprojected_seed_003_ends_with_lloyd_steps_that_beat_the_cells_on_overl
     and cost 0.101 at eps 1 (10 seeds) against a noisy Lloyd's 0.079; Su et al.'s 4 Lloyd steps
     from the proxy's k centers in the data's space cost 0.079. Paired by data seed, the steps must
     win on the mean of three, and the run must say it took them."""
-    from shoal.deploy.datasets import overlapping_mixture
+    from shoal.deploy.simulation.datasets import overlapping_mixture
 
     with_step, cells_only = [], []
     for seed in range(3):

@@ -8,8 +8,8 @@ import pytest
 
 from shoal.common.bounds import PublicBound
 from shoal.common.kinds.tree import duchi_mean_variance
-from shoal.deploy.datasets import city_locations, paper_mixture, skewed_box
-from shoal.deploy.simulate import simulate
+from shoal.deploy.simulation.datasets import city_locations, paper_mixture, skewed_box
+from shoal.deploy.simulation.simulate import simulate
 from shoal.server.decoders.tree.decoder import TreeDecoder
 
 

@@ -6,8 +6,8 @@ import numpy as np
 from shoal.client.encoder import encode_arrays
 from shoal.common.kinds.tree import derive_config
 from shoal.common.kinds.tree_nets import LatticeNet, node_space
-from shoal.deploy.datasets import city_locations
-from shoal.deploy.evaluation import evaluate
+from shoal.deploy.simulation.datasets import city_locations
+from shoal.deploy.simulation.evaluation import evaluate
 from shoal.server.decoders.tree.accumulate import LevelAccumulator
 from shoal.server.decoders.tree.decoder import TreeDecoder
 from shoal.server.decoders.tree.placement import place_coreset

@@ -5,8 +5,8 @@ user's units, from the decoder's own noise estimates."""
 import numpy as np
 
 from shoal.common.bounds import PublicBound
-from shoal.deploy.datasets import city_locations
-from shoal.deploy.simulate import simulate
+from shoal.deploy.simulation.datasets import city_locations
+from shoal.deploy.simulation.simulate import simulate
 from shoal.server.decoders.quality import distinct_centers
 
 

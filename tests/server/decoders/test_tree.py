@@ -6,7 +6,7 @@ from shoal.client.encoder import encode_arrays
 from shoal.common.kinds.tree import derive_config
 from shoal.common.kinds.tree_nets import node_space
 from shoal.common.kinds.tree_randomness import PublicRandomness
-from shoal.deploy.datasets import paper_mixture
+from shoal.deploy.simulation.datasets import paper_mixture
 from shoal.server.decoders.tree.accumulate import LevelAccumulator
 from shoal.server.decoders.tree.oracles import FrequencyOracle
 from shoal.server.decoders.tree.tree import build_tree, compute_threshold, gate_z

@@ -12,7 +12,7 @@ import pytest
 from shoal.common.bounds import PublicBound
 from shoal.common.errors import ConfigError
 from shoal.common.kinds.tree import TreeParams, derive_config
-from shoal.deploy.simulate import simulate
+from shoal.deploy.simulation.simulate import simulate
 from shoal.server.decoders.greedy_order import coreset_elbow
 from shoal.server.decoders.tree.greedy_centers import ball_values, greedy_centers
 

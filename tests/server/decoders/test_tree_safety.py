@@ -3,8 +3,8 @@ is charged to the answer, and the variance of its estimate is exact."""
 
 import numpy as np
 
-from shoal.deploy.datasets import city_locations
-from shoal.deploy.simulate import simulate
+from shoal.deploy.simulation.datasets import city_locations
+from shoal.deploy.simulation.simulate import simulate
 from shoal.server.decoders.tree.consistency import tree_blue
 from shoal.server.decoders.tree.safety import leaf_sum_variance
 from shoal.server.decoders.tree.tree import NetTree

@@ -10,7 +10,7 @@ from tests_helpers import stored_message_ids
 from shoal.client.encoder import encode_arrays
 from shoal.common.kinds.tree import config_from_dict
 from shoal.common.wire.envelope import seal
-from shoal.deploy.datasets import paper_mixture
+from shoal.deploy.simulation.datasets import paper_mixture
 
 
 def _create(server, **kw):

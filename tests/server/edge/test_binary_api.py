@@ -7,7 +7,7 @@ import numpy as np
 from shoal.client.encoder import encode_arrays
 from shoal.common.kinds.tree import config_from_dict
 from shoal.common.wire.binary import CONTENT_TYPE, decode_reports, encode_reports
-from shoal.deploy.datasets import paper_mixture
+from shoal.deploy.simulation.datasets import paper_mixture
 
 BIN = {"content-type": CONTENT_TYPE}
 

@@ -9,7 +9,7 @@ from tests_helpers import done_tree_round, send_shares
 
 from shoal.common.cost_drops import prefix_costs
 from shoal.common.kinds.elbow import elbow_from_dict
-from shoal.deploy.datasets import paper_mixture
+from shoal.deploy.simulation.datasets import paper_mixture
 
 GREEDY = {"k": 6, "encoder": "nettree", "tuning": {"tree": {"centers": "greedy"}}}
 

@@ -8,7 +8,7 @@ from tests_helpers import done_tree_round
 
 from shoal.client.kinds.local_refine import codebook_messages
 from shoal.common.kinds.local_refine import local_refine_from_dict
-from shoal.deploy.datasets import paper_mixture
+from shoal.deploy.simulation.datasets import paper_mixture
 
 
 def test_local_round_refines_locally_on_fresh_devices(server):

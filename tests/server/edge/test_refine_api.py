@@ -11,7 +11,7 @@ from tests_helpers import done_tree_round
 from shoal.common.kinds.refine import contributions, refine_from_dict
 from shoal.common.mechanisms.secure_sum import encode_devices
 from shoal.common.wire.messages import sealed_share_parts
-from shoal.deploy.datasets import paper_mixture
+from shoal.deploy.simulation.datasets import paper_mixture
 
 
 def _sealed_shares(ds, refine_round):

@@ -16,8 +16,8 @@ from tests_helpers import pg_schema, spawn_server
 from shoal.client.encoder import encode_arrays
 from shoal.common.kinds.tree import config_from_dict
 from shoal.common.wire.binary import CONTENT_TYPE, encode_reports
-from shoal.deploy.datasets import paper_mixture
-from shoal.deploy.processes import free_port, wait_healthy
+from shoal.deploy.simulation.datasets import paper_mixture
+from shoal.deploy.simulation.processes import free_port, wait_healthy
 
 OP = {"Authorization": "Bearer op-" + "x" * 20}
 

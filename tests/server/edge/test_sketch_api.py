@@ -15,7 +15,7 @@ from shoal.common.errors import PrivacyError
 from shoal.common.kinds.sketch import sketch_round_from_dict
 from shoal.common.mechanisms.sketch import exact_sketch, noise_variance
 from shoal.common.wire.messages import sealed_share_parts
-from shoal.deploy.datasets import Dataset
+from shoal.deploy.simulation.datasets import Dataset
 from shoal.server.decoders.kmeans import kmeans_cost, weighted_kmeans
 
 

@@ -150,7 +150,7 @@ def test_service_decodes_on_its_settings_scheduler_without_reading_in_process(tm
 
 
 def test_an_unreachable_scheduler_is_refused_before_the_round_changes_state(tmp_path, monkeypatch):
-    from shoal.deploy.processes import free_port
+    from shoal.deploy.simulation.processes import free_port
 
     monkeypatch.setattr(reduction, "CONNECT_SECONDS", 1.0)
     service = _service(tmp_path)
@@ -175,7 +175,7 @@ def test_cluster_endpoint_answers_422_for_a_bad_scheduler_and_503_for_an_unreach
     import httpx
 
     from shoal.common.kinds.tree import config_from_dict
-    from shoal.deploy.processes import free_port
+    from shoal.deploy.simulation.processes import free_port
 
     r = httpx.post(server.url + "/rounds", json={"k": 3, "dim": 4, "epsilon": 4.0, "n_expected": 500},
                    headers=server.op_headers())

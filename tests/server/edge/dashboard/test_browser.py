@@ -154,7 +154,7 @@ def test_operator_opens_an_elbow_round_on_a_greedy_round_and_reads_its_curve(ser
     import httpx
     from tests_helpers import done_tree_round, send_shares
 
-    from shoal.deploy.datasets import paper_mixture
+    from shoal.deploy.simulation.datasets import paper_mixture
 
     ds = paper_mixture(3000, d=4, k=3, seed=2)
     rid, _ = done_tree_round(server, ds.points, k=6, encoder="nettree", tuning={"tree": {"centers": "greedy"}})

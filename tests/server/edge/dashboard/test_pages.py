@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from shoal.client.encoder import encode_arrays
 from shoal.common.kinds.tree import config_from_dict
-from shoal.deploy.datasets import city_locations
+from shoal.deploy.simulation.datasets import city_locations
 from shoal.server.edge.app import create_app
 from shoal.server.edge.dashboard import session
 from shoal.server.edge.settings import Settings

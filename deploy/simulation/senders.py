@@ -26,7 +26,7 @@ from typing import Any
 
 import aiohttp
 
-from shoal.deploy.progress import bar
+from shoal.deploy.simulation.progress import bar
 
 TRIES = 6
 FIRST_DELAY = 0.05  # seconds before the first retry, doubled after each

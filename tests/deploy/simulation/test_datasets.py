@@ -3,7 +3,7 @@ shaped as their docstrings say."""
 
 import numpy as np
 
-from shoal.deploy.datasets import overlapping_mixture
+from shoal.deploy.simulation.datasets import overlapping_mixture
 
 
 def test_the_overlapping_mixture_is_reproducible_and_inside_its_public_box():

@@ -46,15 +46,15 @@ from shoal.common.kinds.refine import (
 )
 from shoal.common.kinds.tree import EncoderChoice, derive_config
 from shoal.common.privacy.accounting import central_guarantee, spend_left, split_spend
-from shoal.deploy.evaluation import (
+from shoal.deploy.simulation.evaluation import (
     blocks,
     evaluate,
     nonprivate_objective,
     reference_objective,
 )
-from shoal.deploy.fresh_devices import split_population, with_local_refine
-from shoal.deploy.progress import bar
-from shoal.deploy.summed import summed_in_process
+from shoal.deploy.simulation.fresh_devices import split_population, with_local_refine
+from shoal.deploy.simulation.progress import bar
+from shoal.deploy.simulation.summed import summed_in_process
 from shoal.server.decoders.kmeans import kmeans_cost
 from shoal.server.decoders.partition import partition_centers, partition_statement
 from shoal.server.decoders.refine import refine_answer
@@ -303,7 +303,7 @@ def simulate_rounds(
     bound = bound if bound is not None else PublicBound(radius=1.0)
     if not (np.isfinite(epsilon) and epsilon > 0):
         raise ConfigError(f"epsilon must be finite and > 0, got {epsilon}")
-    if refine_devices:  # the local model's refine on fresh devices (``deploy/fresh_devices.py``)
+    if refine_devices:  # the local model's refine on fresh devices (``deploy/simulation/fresh_devices.py``)
         skip = nonprivate is None and not reference
         out = tree_then_local_refine(points, k, epsilon, encoder, bound, seed, refine_devices,
                                      float("nan") if skip else nonprivate, progress,

@@ -3,11 +3,11 @@
 For a notebook (issue 16, item 6; issue 39): ``fit(X)`` runs one round
 in-process (every row of X a device in the local and shuffle models: clip
 into the public bound, encode, decode; in the central model this process is
-the curator, ``deploy/central.py``) and keeps what a server would return:
+the curator, ``deploy/notebook/central.py``) and keeps what a server would return:
 ``cluster_centers_`` in X's units, ``privacy_`` (the round's statement),
 ``quality_`` (the verdict, README "Reading a result"), in every model.
-Nothing here is a new algorithm; it is ``deploy.simulate.simulate_rounds``
-and ``deploy.central.fit`` with the argument checks and the names a
+Nothing here is a new algorithm; it is ``deploy.simulation.simulate.simulate_rounds``
+and ``deploy.notebook.central.fit`` with the argument checks and the names a
 scikit-learn user expects.
 
 scikit-learn is optional (devices and servers never install it), so the
@@ -41,7 +41,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from shoal.common.bounds import PublicBound, box_bound
 from shoal.common.errors import ConfigError
-from shoal.deploy.verdicts import partition_quality, refined_quality
+from shoal.deploy.notebook.verdicts import partition_quality, refined_quality
 from shoal.server.decoders.kmeans import assign, kmeans_cost
 
 MODELS = ("local", "shuffle", "central")
@@ -271,7 +271,11 @@ class PrivateKMeans:
 
     def _fit_rounds(self, x: NDArray[np.float64], k: int, bound: PublicBound, seed: int) -> tuple[Any, ...]:
         """The local and shuffle models: ``simulate_rounds``, every row a device."""
-        from shoal.deploy.simulate import refine_epsilon, refine_share_of_devices, simulate_rounds
+        from shoal.deploy.simulation.simulate import (
+            refine_epsilon,
+            refine_share_of_devices,
+            simulate_rounds,
+        )
 
         local = self.model == "local"
         delta = 0.0 if local else float(self.delta)
@@ -292,8 +296,8 @@ class PrivateKMeans:
         return centers, privacy, quality, out["encoder"], out["diagnostics"]
 
     def _fit_central(self, x: NDArray[np.float64], k: int, bound: PublicBound, seed: int) -> tuple[Any, ...]:
-        """The central model (``deploy/central.py``): this process is the curator of X's rows."""
-        from shoal.deploy.central import fit
+        """The central model (``deploy/notebook/central.py``): this process is the curator of X's rows."""
+        from shoal.deploy.notebook.central import fit
 
         if self.encoder != "auto" or self.refine is not None or self.min_batch is not None:
             raise ConfigError("model='central' takes no encoder, refine or min_batch (its algorithm is chosen by "
@@ -350,8 +354,8 @@ class PrivateKMeans:
         return -float(kmeans_cost(self._rows(X), self.cluster_centers_))
 
     def plot(self, X: ArrayLike, ax: Any = None) -> Any:
-        """The centers over X (``deploy/plots.py``; needs ``shoal[plot]``)."""
-        from shoal.deploy.center_plot import plot_centers
+        """The centers over X (``deploy/notebook/plots.py``; needs ``shoal[plot]``)."""
+        from shoal.deploy.notebook.center_plot import plot_centers
 
         self._rows(X)
         return plot_centers(X, self, ax=ax)

@@ -27,7 +27,7 @@ import yaml
 from tests_helpers import free_port, pg_schema
 
 from shoal.common.cli import parse
-from shoal.deploy.processes import stop_processes
+from shoal.deploy.simulation.processes import stop_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -38,10 +38,10 @@ def test_compose_services_run_real_shoal_commands():
     assert {"server", "shuffler", "init", "devices", "postgres"} <= set(SERVICES)
     for name in ("server", "shuffler", "init", "devices"):
         svc = SERVICES[name]
-        assert svc["build"]["dockerfile"] == "deploy/Dockerfile"
+        assert svc["build"]["dockerfile"] == "docker/Dockerfile"
         args = parse(svc["command"])  # exits (fails the test) on an unknown option
         assert args.verb == svc["command"][0]
-    assert "ENTRYPOINT [\"shoal\"]" in (ROOT / "deploy" / "Dockerfile").read_text()
+    assert "ENTRYPOINT [\"shoal\"]" in (ROOT / "docker" / "Dockerfile").read_text()
     # Published ports bind loopback only.
     assert all(p.startswith("127.0.0.1:") for p in SERVICES["server"].get("ports", []))
 
@@ -245,7 +245,7 @@ def test_interpolation_follows_compose(template: str, expected: str):
     assert _interpolate(template, {"B": "b"}) == expected
 
 
-DOCKERFILE = (ROOT / "deploy" / "Dockerfile").read_text()
+DOCKERFILE = (ROOT / "docker" / "Dockerfile").read_text()
 
 
 def _image_user() -> str:
@@ -278,7 +278,7 @@ def _written_volumes() -> list[tuple[str, str, str]]:
     """(service, volume, mount) for every volume an image service mounts writable."""
     out = []
     for name, svc in SERVICES.items():
-        if svc.get("build", {}).get("dockerfile") != "deploy/Dockerfile":
+        if svc.get("build", {}).get("dockerfile") != "docker/Dockerfile":
             continue
         for volume in svc.get("volumes", []):
             parts = volume.split(":")
@@ -385,7 +385,7 @@ def _caddy_env(tmp: Path, **extra: str) -> dict[str, str]:
 def test_the_tls_profile_puts_caddy_in_front_of_the_server_and_the_shuffler():
     caddy = SERVICES["caddy"]
     assert caddy["profiles"] == ["tls"]
-    assert "./deploy/Caddyfile:/etc/caddy/Caddyfile:ro" in caddy["volumes"]
+    assert "./docker/Caddyfile:/etc/caddy/Caddyfile:ro" in caddy["volumes"]
     assert caddy["command"] == ["caddy", "run", "--config", "/etc/caddy/Caddyfile", "--adapter", "caddyfile"]
     assert caddy["depends_on"] == {"server": {"condition": "service_healthy"},
                                    "shuffler": {"condition": "service_healthy"}}
@@ -401,7 +401,7 @@ def test_the_tls_profile_puts_caddy_in_front_of_the_server_and_the_shuffler():
                                         "SHOAL_SHUFFLER_ADDRESS": "shuffler.example.org"}])
 def test_the_caddyfile_passes_caddys_own_validator(tmp_path: Path, names: dict[str, str]):
     assert CADDY is not None
-    r = subprocess.run([CADDY, "validate", "--config", str(ROOT / "deploy" / "Caddyfile"), "--adapter", "caddyfile"],
+    r = subprocess.run([CADDY, "validate", "--config", str(ROOT / "docker" / "Caddyfile"), "--adapter", "caddyfile"],
                        env=_caddy_env(tmp_path, **names), capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "Valid configuration" in r.stdout + r.stderr
@@ -421,9 +421,9 @@ def test_a_device_reports_through_caddy_over_https(tmp_path: Path):
     try:
         for name in ("server", "shuffler"):
             top.healthy(name, top.start(name))
-        # deploy/Caddyfile as it is, plus what keeps it on loopback: each site bound to 127.0.0.1 and
+        # docker/Caddyfile as it is, plus what keeps it on loopback: each site bound to 127.0.0.1 and
         # no HTTP->HTTPS redirect listener (which would take port 80 on every interface).
-        text = (ROOT / "deploy" / "Caddyfile").read_text().replace("\tadmin off\n",
+        text = (ROOT / "docker" / "Caddyfile").read_text().replace("\tadmin off\n",
                                                                       "\tadmin off\n\tauto_https disable_redirects\n")
         text = re.sub(r"^(\{\$SHOAL_\w+_ADDRESS:[^}]*\} \{\n)", "\\1\tbind 127.0.0.1\n", text, flags=re.M)
         assert text.count("bind 127.0.0.1") == 2 and "auto_https disable_redirects" in text

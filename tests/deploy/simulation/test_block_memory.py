@@ -1,4 +1,4 @@
-"""``shoal simulate``'s allocator settings (deploy/block_memory.py)."""
+"""``shoal simulate``'s allocator settings (deploy/simulation/block_memory.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 @pytest.mark.skipif(not (sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"), reason="glibc only")
 def test_glibc_accepts_both_settings() -> None:
     # In a fresh interpreter: the settings are process-wide.
-    out = subprocess.run([sys.executable, "-c", "from shoal.deploy.block_memory import keep_block_buffers as k; print(k())"],
+    out = subprocess.run([sys.executable, "-c", "from shoal.deploy.simulation.block_memory import keep_block_buffers as k; print(k())"],
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
 
@@ -21,7 +21,7 @@ def test_the_simulate_command_applies_them(monkeypatch: pytest.MonkeyPatch, tmp_
     import numpy as np
 
     from shoal.common.cli import main
-    from shoal.deploy import block_memory
+    from shoal.deploy.simulation import block_memory
 
     calls: list[int] = []
     monkeypatch.setattr(block_memory, "keep_block_buffers", lambda: calls.append(1) or True)

@@ -29,7 +29,7 @@ def open_points(path: str | Path) -> NDArray[np.float64]:
     float64 .npy file (the pages a pass has read are given back by ``blocks``,
     so the input does not stay resident), else ``datasets.load_points``'
     in-memory array, which also says what is wrong with a bad file."""
-    from shoal.deploy.datasets import load_points
+    from shoal.deploy.simulation.datasets import load_points
 
     try:
         head = np.load(Path(path), mmap_mode="r", allow_pickle=False)

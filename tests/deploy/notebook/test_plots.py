@@ -7,9 +7,9 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 
 from shoal import PrivateKMeans  # noqa: E402
-from shoal.deploy.center_plot import answer_title  # noqa: E402
-from shoal.deploy.datasets import city_locations  # noqa: E402
-from shoal.deploy.plots import accuracy_vs_epsilon, elbow
+from shoal.deploy.notebook.center_plot import answer_title  # noqa: E402
+from shoal.deploy.notebook.plots import accuracy_vs_epsilon, elbow
+from shoal.deploy.simulation.datasets import city_locations  # noqa: E402
 
 DS = city_locations(20_000, seed=1)
 BOX = (DS.bound.low, DS.bound.high)

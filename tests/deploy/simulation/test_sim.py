@@ -146,8 +146,8 @@ def test_the_nonprivate_reference_is_no_weaker_than_scikit_learns_kmeans():
     """Issue 15: the benchmarks' 'non-private' line was shoal's own k-means
     alone, 8% above scikit-learn's on a 2-D set."""
     cluster = pytest.importorskip("sklearn.cluster")
-    from shoal.deploy.datasets import city_locations
-    from shoal.deploy.evaluation import nonprivate_objective
+    from shoal.deploy.simulation.datasets import city_locations
+    from shoal.deploy.simulation.evaluation import nonprivate_objective
     from shoal.server.decoders.kmeans import kmeans_cost
 
     ds = city_locations(20_000, k=10, seed=4)

@@ -4,7 +4,7 @@ The library call of issue 17 for a curator (a hospital gateway with its
 records, an analytics team with a table): seeds 000 and 003's private
 maximum coverage (``common/kinds/central.py``), run in this process on the
 rows of ``points``. The result carries the privacy statement every shoal
-round carries and a verdict (``quality``, ``deploy/verdicts.py``) in the shape
+round carries and a verdict (``quality``, ``deploy/notebook/verdicts.py``) in the shape
 of a tree round's (README, "Reading a result"). Randomness: the private draws from the OS; the public ones
 (projection, grid shifts) from ``seed``, which may be published.
 
@@ -27,7 +27,7 @@ from shoal.common.bounds import PublicBound, box_bound
 from shoal.common.errors import ConfigError
 from shoal.common.kinds.central import ALGORITHMS, DEFAULT_ALGORITHM, derive_central
 from shoal.common.mechanisms.exact_sampling import discrete_laplace, laplace_scale_fraction
-from shoal.deploy.verdicts import central_quality
+from shoal.deploy.notebook.verdicts import central_quality
 from shoal.server.decoders.central.pipeline import central_kmeans, privacy_statement
 
 CENSUS_SHARE = 0.01  # of epsilon, for a noisy n when n_expected is not given
@@ -106,8 +106,8 @@ def simulate_central(points: NDArray[np.float64], k: int, epsilon: float, delta:
     import json
     import time
 
-    from shoal.deploy.evaluation import nonprivate_objective
-    from shoal.deploy.simulate import format_centers
+    from shoal.deploy.simulation.evaluation import nonprivate_objective
+    from shoal.deploy.simulation.simulate import format_centers
     from shoal.server.decoders.kmeans import kmeans_cost
     from shoal.server.decoders.kmedian import kmedian_cost
 

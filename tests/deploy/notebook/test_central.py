@@ -1,4 +1,4 @@
-"""The central model for data already held (``shoal.deploy.central.fit``), from
+"""The central model for data already held (``shoal.deploy.notebook.central.fit``), from
 ``shoal simulate --model central`` and over sockets (``shoal sim --model central``)."""
 
 import json
@@ -10,8 +10,8 @@ import pytest
 from shoal.common.bounds import PublicBound
 from shoal.common.cli import main
 from shoal.common.errors import ConfigError
-from shoal.deploy.central import fit
-from shoal.deploy.datasets import paper_mixture
+from shoal.deploy.notebook.central import fit
+from shoal.deploy.simulation.datasets import paper_mixture
 
 
 def _two_blobs(n=6000, seed=0):
@@ -136,7 +136,7 @@ def test_sim_central_devices_seal_several_records_and_the_statement_gives_the_de
 def test_simulate_runs_a_partition_round_where_the_shuffle_trees_vectors_locate_nothing():
     """Issue 15: in the shuffle model, auto takes a partition round first when the tree's
     predicted center error is above TREE_LOCATED (letter's shape: n = 2e4, d = 16, k = 26)."""
-    from shoal.deploy.simulate import simulate_rounds
+    from shoal.deploy.simulation.simulate import simulate_rounds
 
     ds = paper_mixture(20_000, d=16, k=26, seed=1)
     out = simulate_rounds(ds.points, 26, 1.0, "auto", bound=ds.bound, seed=1, model="shuffle", delta=1e-6,

@@ -15,7 +15,7 @@ import numpy as np
 
 from shoal.common.bounds import PublicBound
 from shoal.common.kinds.tree import derive_config
-from shoal.deploy.datasets import paper_mixture
+from shoal.deploy.simulation.datasets import paper_mixture
 
 CHILD = """
 import contextlib, io, json, sys

@@ -2,7 +2,7 @@
 the services (issue 18, Build 6).
 
 A server and a shuffler on 127.0.0.1 (``processes.Services``), a continual round,
-and one simulated device per point of ``deploy/continual_stream.drifting_stream``
+and one simulated device per point of ``deploy/simulation/continual_stream.drifting_stream``
 (2-D, clusters circling, appearing and vanishing): at each step the points
 born then are inserted (sealed to the curator through the shuffler, each
 device with its own enrolled token) and the points dying then withdrawn
@@ -35,9 +35,9 @@ from shoal.client.kinds.continual import deletions, insertions, new_item
 from shoal.common.kinds import parse_config
 from shoal.common.wire.envelope import seal
 from shoal.common.wire.signing import config_digest
-from shoal.deploy.continual_stream import drifting_stream
-from shoal.deploy.processes import Services, enrol_tokens
-from shoal.deploy.senders import send_all
+from shoal.deploy.simulation.continual_stream import drifting_stream
+from shoal.deploy.simulation.processes import Services, enrol_tokens
+from shoal.deploy.simulation.senders import send_all
 from shoal.server.decoders.kmeans import kmeans_cost
 
 DRAIN_SECONDS = 30.0  # how long a step waits for the shuffler's batches to reach the server

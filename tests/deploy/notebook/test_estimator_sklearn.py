@@ -4,7 +4,7 @@ the reason each cannot pass; ``clone``, pipelines and grid search work.
 
 scikit-learn is a dev extra here, never a dependency of shoal: the estimator
 writes the protocol out instead of inheriting ``BaseEstimator`` (see
-``deploy/estimator.py``), so scikit-learn warns at collection that it does
+``deploy/notebook/estimator.py``), so scikit-learn warns at collection that it does
 not inherit from it, and yields its clustering checks only for subclasses of
 ``ClusterMixin``: those are run by name below (``check_clustering``).
 

@@ -35,7 +35,7 @@ from shoal.common.wire.envelope import seal
 from shoal.common.wire.messages import sealed_share_parts, submission_json
 from shoal.common.wire.models import DeviceMessage
 from shoal.common.wire.signing import config_digest
-from shoal.deploy.datasets import (
+from shoal.deploy.simulation.datasets import (
     Dataset,
     city_locations,
     load_letter,
@@ -43,11 +43,11 @@ from shoal.deploy.datasets import (
     load_uber,
     paper_mixture,
 )
-from shoal.deploy.evaluation import cli_bound, nonprivate_objective
-from shoal.deploy.fresh_devices import split_population
-from shoal.deploy.processes import Services, enrol_tokens
-from shoal.deploy.senders import send_devices
-from shoal.deploy.simulate import format_centers
+from shoal.deploy.simulation.evaluation import cli_bound, nonprivate_objective
+from shoal.deploy.simulation.fresh_devices import split_population
+from shoal.deploy.simulation.processes import Services, enrol_tokens
+from shoal.deploy.simulation.senders import send_devices
+from shoal.deploy.simulation.simulate import format_centers
 from shoal.server.decoders.kmeans import kmeans_cost
 from shoal.server.edge.settings import is_loopback
 
@@ -221,7 +221,7 @@ def _join_round(args: argparse.Namespace, server_url: str, dim: int) -> dict[str
 
 def run_sim(args: argparse.Namespace) -> int:
     if args.algorithm == "continual":
-        from shoal.deploy.continual_sim import run_continual_sim
+        from shoal.deploy.simulation.continual_sim import run_continual_sim
 
         return run_continual_sim(args)
     local_refine = bool(args.refine) and args.model == "local"

@@ -1,12 +1,12 @@
-"""``shoal simulate --model shuffle`` (``deploy/simulate.simulate_rounds``) across
+"""``shoal simulate --model shuffle`` (``deploy/simulation/simulate.simulate_rounds``) across
 eps: the first round and the refine share come from public parameters
 (``kinds.refine.first_round``, ``refine_share``), and more budget is never worse."""
 
 import numpy as np
 
 from shoal.common.kinds.refine import refine_share
-from shoal.deploy.datasets import overlapping_mixture
-from shoal.deploy.simulate import simulate_rounds
+from shoal.deploy.simulation.datasets import overlapping_mixture
+from shoal.deploy.simulation.simulate import simulate_rounds
 
 
 def test_shuffle_and_refine_on_broad_overlapping_clusters_gets_no_worse_with_more_budget():

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from shoal.common.bounds import PublicBound
-from shoal.deploy.estimator import NotFittedError, PrivateKMeans
-from shoal.deploy.verdicts import central_quality, partition_quality
+from shoal.deploy.notebook.estimator import NotFittedError, PrivateKMeans
+from shoal.deploy.notebook.verdicts import central_quality, partition_quality
 
 TRUTH = np.array([[20.0, 20.0], [80.0, 30.0], [50.0, 85.0]])
 BOX = ([0, 0], [100, 100])

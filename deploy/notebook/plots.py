@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from shoal.deploy.center_plot import pyplot
-from shoal.deploy.estimator import PrivateKMeans
+from shoal.deploy.notebook.center_plot import pyplot
+from shoal.deploy.notebook.estimator import PrivateKMeans
 from shoal.server.decoders.kmeans import kmeans_cost
 
 
