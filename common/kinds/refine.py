@@ -32,6 +32,11 @@ locates clusters).
 
 Privacy: the refine round is (eps, delta)-DP on its own (``SecureSumEvent``);
 with its parent it composes sequentially (``RoundsEvent``). Pure math, no I/O.
+
+Over 300 lines: besides the round, it holds the one-slot bucket sum that
+partition rounds reuse and the public rules (``first_round``,
+``refine_share``) that decide when a shuffle run refines; each rule reads
+the others' constants, so they stay together.
 """
 
 from __future__ import annotations
