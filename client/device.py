@@ -137,7 +137,7 @@ class Device:
         return out
 
     def _plan(self, round_id: str, config: dict[str, Any], key: bytes, digest: str,
-              x: np.ndarray) -> tuple[Spend, Callable[[], str]]:
+              x: np.ndarray) -> tuple[Spend, Callable[[], str | tuple[str, str]]]:
         """What answering this round costs and how its message is built, as the
         round's kind says (``client/kinds/``)."""
         name = kind_name(config)
@@ -196,8 +196,8 @@ def wire_body(message: str, binary: bool = True, round_id: str = "") -> tuple[by
         body = {"round_id": round_id, "message_id": fields["message_id"], "protocol": recorded[4],
                 "sketch": fields["sketch"], "n0": fields["n0"]}
         return json.dumps(body, separators=(",", ":")).encode(), "json"
-    if binary and (body := tree_json_to_binary(message)) is not None:
-        return body, "binary"
+    if binary and (packed := tree_json_to_binary(message)) is not None:
+        return packed, "binary"
     return message.encode(), "json"
 
 

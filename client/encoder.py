@@ -66,7 +66,7 @@ def encode_arrays(
     x = config.bound.to_ball(points)
     if x.shape[1] != config.dim:
         raise ValueError(f"points have dim {x.shape[1]}, the round has dim {config.dim}")
-    n = x.shape[0]
+    n = int(x.shape[0])
     public = PublicRandomness.from_config(config)
     space = node_space(config)
     t = config.levels

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from shoal.common.kinds.encoder_rule import Encoder
 from shoal.deploy.bench.results import machine
 from shoal.deploy.simulation.datasets import city_locations, paper_mixture
 from shoal.deploy.simulation.progress import bar, say
@@ -17,7 +18,7 @@ from shoal.deploy.simulation.simulate import simulate
 
 def main() -> None:
     print(f"shoal demo on {machine()}", flush=True)
-    runs = [("lsh", 2.0), ("lsh", 8.0), ("nettree", 2.0), ("nettree", 8.0)]
+    runs: list[tuple[Encoder, float]] = [("lsh", 2.0), ("lsh", 8.0), ("nettree", 2.0), ("nettree", 8.0)]
     progress = bar(1 + len(runs), "demo rounds")
     city = city_locations(200_000, seed=0)
     r = simulate(city.points, city.k, 4.0, "auto", bound=city.bound, seed=0)

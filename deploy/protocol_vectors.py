@@ -498,13 +498,13 @@ def make_config(kind: str, model: str, encoder: str, i: int, rnd: random.Random,
     centers /= np.maximum(1.0, np.linalg.norm(centers, axis=1, keepdims=True))
     records = 1
     if kind == "tree":
-        from shoal.common.kinds.tree import derive_config
+        from shoal.common.kinds.tree import checked_encoder, checked_model, derive_config
 
         extra: dict[str, Any] = {}
         if model == "shuffle":
             extra = {"delta": 1e-6, "min_batch": rnd.choice([2000, 10000])}
-        cfg = derive_config(rnd.choice([1000, 10000, 100000]), d, k, eps, encoder=encoder, bound=bound, seed=seed,
-                            model=model, round_id=round_id, **extra)
+        cfg = derive_config(rnd.choice([1000, 10000, 100000]), d, k, eps, encoder=checked_encoder(encoder), bound=bound,
+                            seed=seed, model=checked_model(model), round_id=round_id, **extra)
         if i % 4 == 1:  # more root devices, so that both branches appear
             from dataclasses import replace
 
@@ -573,8 +573,8 @@ def make_case(kind: str, model: str, encoder: str, i: int) -> dict[str, Any]:
         points = [[0.0] * d for _ in range(records)]
     keys = {"x25519_private": hashlib.sha256(f"{name} x25519".encode()).hexdigest(),
             "ed25519_private": hashlib.sha256(f"{name} ed25519".encode()).hexdigest()}
-    inputs = {"round_id": round_id, "config": dump_config(kind, config), "server_keys": keys, "points": points,
-              "device_random": ""}
+    inputs: dict[str, Any] = {"round_id": round_id, "config": dump_config(kind, config), "server_keys": keys,
+                              "points": points, "device_random": ""}
     # Run on a long stream, keep the bytes the device read, and derive again from exactly those.
     pub, key, digest, _ = published(inputs)
     _, source = run_device(inputs, parse_config(inputs["config"]), key, digest, stream(name, 1 << 20))

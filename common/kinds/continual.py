@@ -97,6 +97,9 @@ def continual_families(params: ContinualParams) -> tuple[Family, Family, Family]
     """The (values, counts, mean) counter families' noise (module docstring)."""
     h, unit, d = tree_height(params.horizon), 1 << MEAN_BITS, params.dim
     shares = (VALUE_SHARE, COUNT_SHARE, 1 - VALUE_SHARE - COUNT_SHARE)
+    a: Family
+    b: Family
+    c: Family
     if params.delta == 0:  # pure eps: L1 of one item's two events over its ``h`` nodes each
         l1 = (params.levels * Q, 1, math.ceil(math.sqrt(d) * unit) + d + unit)
         a, b, c = (BinaryTreeNoise(params.horizon, 2 * h * r, share * params.epsilon)

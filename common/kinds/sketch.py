@@ -30,7 +30,7 @@ from numpy.typing import NDArray
 from shoal.common.bounds import PublicBound, published, unpublished
 from shoal.common.errors import ConfigError
 from shoal.common.kinds.base import ConfigKind, Mixing, decode_chunk_rows, secure_sum_mixing
-from shoal.common.kinds.tree import MODELS, Model
+from shoal.common.kinds.tree import MODELS, Model, checked_model
 from shoal.common.mechanisms.secure_sum import SecureSumParams
 from shoal.common.mechanisms.sketch import (
     SketchParams,
@@ -148,12 +148,11 @@ def derive_sketch_round(
     lo, hi = default_scales(dim, k)
     params = SketchParams(dim, m, measurements if measurements is not None else m, epsilon, seed, lo, hi)
     secure = None
+    model = checked_model(model)
     if model == "shuffle":
         if min_devices < 2:
             raise ConfigError(f"a shuffle-model sketch round needs min_devices >= 2, got {min_devices}")
         secure = secure_sum_params(params, epsilon, delta, min_devices, max_devices)
-    elif model != "local":
-        raise ConfigError(f"model must be one of {MODELS}, got {model!r}")
     elif delta or min_devices:
         raise ConfigError(f"delta={delta} and min_devices={min_devices} belong to shuffle rounds")
     return SketchRoundConfig(round_id, k, dim, bound, model, params, n_expected, secure, restarts)

@@ -16,7 +16,7 @@ import numbers
 import secrets
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 from shoal.common.bounds import PublicBound, published, unpublished
 from shoal.common.errors import ConfigError, PrivacyError
@@ -52,6 +52,28 @@ MODELS: tuple[str, ...] = ("local", "shuffle")
 # 709); every local, shuffle and partition estimator fit was checked to work at 500. No privacy is
 # left long before it (at eps = 50 a report is e^50 ~ 5e21 times likelier from its own point).
 MAX_EPSILON = 500.0
+
+
+def _is_encoder_choice(encoder: str) -> TypeGuard[EncoderChoice]:
+    return encoder in ENCODER_CHOICES
+
+
+def _is_model(model: str) -> TypeGuard[Model]:
+    return model in MODELS
+
+
+def checked_encoder(encoder: str) -> EncoderChoice:
+    """A tree round's ``encoder`` from a string (a request's, a file's): ConfigError unless one of ENCODER_CHOICES."""
+    if not _is_encoder_choice(encoder):
+        raise ConfigError(f"encoder must be one of {ENCODER_CHOICES}, got {encoder!r}")
+    return encoder
+
+
+def checked_model(model: str) -> Model:
+    """A tree or sketch round's ``model`` from a string: ConfigError unless one of MODELS."""
+    if not _is_model(model):
+        raise ConfigError(f"model must be one of {MODELS}, got {model!r}")
+    return model
 
 
 TREE_CENTERS: tuple[str, ...] = ("kmeans", "greedy", "greedy-weighted")
@@ -305,7 +327,7 @@ class RoundConfig:
             )
 
     @property
-    def privacy_event(self) -> ComposedEvent:
+    def privacy_event(self) -> ChoiceEvent:
         """The record of what one device sends; its epsilon is the round's local eps:
         the tree's reports (composed), or with probability root_share the root report."""
         hp, vp, rp = self.hist_params, self.vec_params, self.root_params
@@ -419,10 +441,10 @@ def derive_config(
         raise ConfigError(f"dim and k must be >= 1, got dim={dim}, k={k}")
     if not (math.isfinite(epsilon) and 0 < epsilon <= MAX_EPSILON):
         raise ConfigError(f"epsilon must be finite, > 0 and <= {MAX_EPSILON:g} (MAX_EPSILON), got {epsilon}")
-    if encoder not in ENCODER_CHOICES:
-        raise ConfigError(f"encoder must be one of {ENCODER_CHOICES}, got {encoder!r}")
+    encoder = checked_encoder(encoder)
     bound = bound if bound is not None else PublicBound(radius=1.0)
     shuffle: dict[str, Any] = {}
+    model = checked_model(model)
     if model == "shuffle":
         if min_batch < 2:
             raise ConfigError(f"a shuffle round needs min_batch >= 2, got {min_batch}")
@@ -433,8 +455,6 @@ def derive_config(
         shuffle = dict(model="shuffle", central_epsilon=float(epsilon), delta=float(delta),
                        min_batch=int(min_batch), amplification_bound=amplification_bound)
         epsilon = eps0
-    elif model != "local":
-        raise ConfigError(f"model must be one of {MODELS}, got {model!r}")
     elif delta or min_batch:
         raise ConfigError(f"delta={delta} and min_batch={min_batch} belong to shuffle rounds")
     if encoder == "auto":

@@ -57,6 +57,7 @@ def estimate_all_counts(
 ) -> NDArray[np.float64]:
     """Unbiased counts of every column: FWHT of the debiased per-row sums."""
     m = 1 << params.log2_columns
-    per_row = np.bincount(rows, weights=signs.astype(np.float64), minlength=m)
+    per_row = np.bincount(rows, weights=signs.astype(np.float64), minlength=m)  # float64, as the weights
     scale = 1.0 / (2 * params.keep_probability - 1)
-    return fwht(per_row) * scale
+    # numpy's stub types bincount as intp whatever the weights (numpy 2.4): weighted, it is float64
+    return fwht(per_row) * scale  # type: ignore[arg-type]

@@ -418,8 +418,9 @@ def mean_sketch(sketches: NDArray[np.complex128], n0: NDArray[np.int64]) -> NDAr
     return np.asarray((w[:, None] * sketches).sum(axis=0) / w.sum())
 
 
-def noise_variance(params: SketchParams, n0: NDArray[np.int64], z_norm2: float) -> float:
-    """sum_j Var(s_j) of the global sketch (module docstring; seed 002 Eq. 6 for equal n0)."""
+def noise_variance(params: SketchParams, n0: NDArray[np.int64] | NDArray[np.float64], z_norm2: float) -> float:
+    """sum_j Var(s_j) of the global sketch (module docstring; seed 002 Eq. 6 for equal n0). ``n0``: each
+    device's records, whole numbers (float64 as a round's stored sketch rows carry them)."""
     counts = np.asarray(n0, dtype=np.float64)
     total = counts.sum()
     sampling = (1 - params.alpha * z_norm2) / (params.alpha * total)

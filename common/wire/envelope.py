@@ -73,7 +73,7 @@ def open_sealed(sealed: bytes, server_private: X25519PrivateKey, round_id: str) 
         raise EnvelopeError("sealed message does not open with this key for this round") from exc
 
 
-def load_or_create_key(path: Path) -> X25519PrivateKey:
+def load_or_create_key(path: Path | str) -> X25519PrivateKey:
     """The server's key pair, persisted (PKCS8 PEM, mode 0600) so it survives restarts."""
     # the server's key file: not on a device's import path (issue 45, Build 5)
     from cryptography.hazmat.primitives import serialization

@@ -190,7 +190,7 @@ class StreamMessage(BaseModel):
     protocol: Protocol = PROTOCOL_VERSION
     op: Literal["insert", "delete"]
     item: str = Field(pattern=r"^[0-9a-f]{32}$")
-    point: list[FiniteFloat] | None = Field(None, min_length=1, max_length=MAX_POINT_DIM)
+    point: list[FiniteFloat] | None = Field(default=None, min_length=1, max_length=MAX_POINT_DIM)
 
     @model_validator(mode="after")
     def _point_for_inserts_only(self) -> StreamMessage:

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from shoal.common.kinds.encoder_rule import Encoder
 from shoal.common.kinds.local_refine import refine_devices
 from shoal.common.kinds.tree import derive_config, duchi_mean_variance
 from shoal.common.kinds.tree_randomness import PublicRandomness
@@ -145,7 +146,7 @@ def run_ablation(args: argparse.Namespace) -> int:
     """Before/after of the decoder's additions: consistency and shrinkage (seed 0)."""
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    cases: list[tuple[Dataset, str, float]] = []
+    cases: list[tuple[Dataset, Encoder, float]] = []
     for n in [int(v) for v in (args.ns or "10000,100000,1000000").split(",")]:
         mix = paper_mixture(n, seed=0)
         cases += [(mix, "lsh", 1.0), (mix, "lsh", 4.0), (mix, "lsh", 8.0)]

@@ -123,7 +123,7 @@ def _store_bytes(services: Services, url: str | None) -> int:
     if url is None:
         import sqlite3
 
-        path = Path(services.tmp.name) / "server.db"
+        path = services.dir / "server.db"
         con = sqlite3.connect(path)
         con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         con.close()

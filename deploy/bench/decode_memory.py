@@ -38,6 +38,9 @@ def build_store(path: Path, n: int, dim: int, k: int, eps: float) -> dict[str, A
     from shoal.server.storage.sqlite import SQLiteStore
 
     cfg = derive_config(n, dim, k, eps, encoder="lsh", seed=0)
+    vp = cfg.vec_params
+    if vp is None:  # an lsh round in d >= 2 sends vector reports
+        raise ValueError(f"an lsh round at d={dim} sends no vector reports: nothing to decode them from")
     store = SQLiteStore(str(path))
     store.create_round(ROUND, dump_config("tree", cfg))
     rng = np.random.default_rng(1)
@@ -46,7 +49,7 @@ def build_store(path: Path, n: int, dim: int, k: int, eps: float) -> dict[str, A
         batch = encode_arrays(paper_mixture(m, d=dim, k=k, seed=0, sample_seed=lo).points, cfg, rng, wire=False)
         has = batch.vec_level >= 0
         batch.vec_nonce = rng.integers(0, 1 << 63, size=m, dtype=np.uint64)
-        batch.vec_index = np.where(has, rng.integers(0, cfg.vec_params.candidates, size=m), -1)
+        batch.vec_index = np.where(has, rng.integers(0, vp.candidates, size=m), -1)
         store.add_reports(ROUND, [new_message_id() for _ in range(m)], batch)
     return dump_config("tree", cfg)
 

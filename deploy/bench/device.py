@@ -47,7 +47,13 @@ def _cases() -> list[tuple[str, str, str, Any]]:
     """(label, kind name, model, config) of every kind a device can answer, at d = DIM."""
     from shoal.common.bounds import PublicBound
     from shoal.common.kinds.elbow import derive_elbow
-    from shoal.server.rounds.kinds import RefineRequest, RoundRequest, for_encoder, server_kind
+    from shoal.server.rounds.kinds import (
+        RefineRequest,
+        RoundRequest,
+        for_encoder,
+        local_refine,
+        refine,
+    )
 
     bound = PublicBound(radius=1.0)
     out: list[tuple[str, str, str, Any]] = []
@@ -66,10 +72,10 @@ def _cases() -> list[tuple[str, str, str, Any]]:
                                tuning=tuning)
         out.append((label, kind.name, model, kind.derive(request, f"device-{encoder}-{model}")))
     centers = np.random.default_rng(0).uniform(-0.5, 0.5, (K, DIM))
-    for label, name, model in (("refine", "refine", "shuffle"), ("local refine", "local_refine", "local")):
+    for label, child, model in (("refine", refine.KIND, "shuffle"), ("local refine", local_refine.KIND, "local")):
         req = RefineRequest(epsilon=EPS, delta=DELTA, min_devices=N_EXPECTED // 2, model=model)
-        out.append((label, name, model, server_kind(name).derive_child("parent", {"centers": centers.tolist()},
-                                                                        bound, req, f"device-{name}")))
+        out.append((label, child.name, model, child.derive_child("parent", {"centers": centers.tolist()},
+                                                                 bound, req, f"device-{child.name}")))
     out.append(("elbow", "elbow", "shuffle", derive_elbow("parent", centers / 2, bound, "kmeans", EPS, DELTA,
                                                          N_EXPECTED // 2, round_id="device-elbow")))
     return out

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from shoal.common.kinds.encoder_rule import EncoderChoice
 from shoal.common.kinds.refine import REFINE_DELTA_SHARE
 from shoal.common.kinds.refine import refine_share as share_rule
 from shoal.deploy.bench.central import run_method, unavailable
@@ -59,7 +60,7 @@ def _row(ds: Dataset, variant: str, seed: int, eps: float, delta: float, objecti
     }
 
 
-def compare(ds: Dataset, eps: float, delta: float, seed: int = 0, encoder: str = "auto",
+def compare(ds: Dataset, eps: float, delta: float, seed: int = 0, encoder: EncoderChoice = "auto",
             refine_share: float | None = None, nonprivate: float | None = None) -> list[dict[str, Any]]:
     """The three variants on one dataset at central (eps, delta); the refine
     round's share of eps is ``kinds.refine.refine_share``'s unless given."""

@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -184,7 +185,7 @@ def run_dataset(ds: Dataset, epss: list[float], seed: int = 0, restarts: int = 2
         p = SketchParams(d, m, m, eps, seed, lo, hi)
         for devices in (1, 100, n):
             s, n0 = _local_sketch(xb, devices, p, omega, rng)
-            est = signal_power(s, lambda v, n0=n0, p=p: noise_variance(p, n0, v))  # as the server does
+            est = signal_power(s, partial(noise_variance, p, n0))  # as the server does
             res = clompr(s, omega, k, restarts=restarts, seed=seed, noise_variance=noise_variance(p, n0, est))
             row(f"local L={devices} n0={n // devices}", eps, res.centroids, res.seconds,
                 snr_estimated=estimated_snr(s, p, n0), snr_predicted=z2 / noise_variance(p, n0, z2))
@@ -192,7 +193,7 @@ def run_dataset(ds: Dataset, epss: list[float], seed: int = 0, restarts: int = 2
         total, devices = _shuffle_total(xb, omega, sp, rng)
         s = sketch_from_sum(total, devices)
         var = shuffle_noise_variance(sp, devices, z2)
-        est = signal_power(s, lambda v, sp=sp, devices=devices: shuffle_noise_variance(sp, devices, v))
+        est = signal_power(s, partial(shuffle_noise_variance, sp, devices))
         res = clompr(s, omega, k, restarts=restarts, seed=seed, noise_variance=shuffle_noise_variance(sp, devices, est))
         row("shuffle (secure sum)", eps, res.centroids, res.seconds, snr_estimated=max(float(np.sum(np.abs(s) ** 2)) - var, 0) / var,
             snr_predicted=z2 / var, shares=sp.shares, modulus_bits=sp.bits)

@@ -43,7 +43,14 @@ from shoal.common.mechanisms.secure_sum import MIN_SIGMA, shares_rule
 from shoal.common.wire.binary import RECORD
 from shoal.common.wire.envelope import public_key_bytes
 from shoal.deploy.bench.results import machine, write_results
-from shoal.server.rounds.kinds import RefineRequest, RoundRequest, for_encoder, server_kind
+from shoal.server.rounds.kinds import (
+    RefineRequest,
+    RoundRequest,
+    for_encoder,
+    local_refine,
+    refine,
+    server_kind,
+)
 
 DEVICES = 200
 DIM, K, EPS, DELTA = 10, 8, 1.0, 1e-6
@@ -66,11 +73,10 @@ def _cases(n: int) -> list[tuple[str, str, Any]]:
                                min_batch=n // 2 if model == "shuffle" else 0, bound=bound)
         out.append((label, kind.name, kind.derive(request, f"wire-{encoder}-{model}")))
     parent = {"centers": np.random.default_rng(0).uniform(-0.5, 0.5, (K, DIM)).tolist()}
-    for label, name, model in (("refine, shuffle (secure sum)", "refine", "shuffle"),
-                               ("local refine (codebook)", "local_refine", "local")):
-        child = server_kind(name)
+    for label, child, model in (("refine, shuffle (secure sum)", refine.KIND, "shuffle"),
+                                ("local refine (codebook)", local_refine.KIND, "local")):
         req = RefineRequest(epsilon=EPS, delta=DELTA, min_devices=max(2, n // 2), model=model)
-        out.append((label, name, child.derive_child("parent", parent, bound, req, f"wire-{name}")))
+        out.append((label, child.name, child.derive_child("parent", parent, bound, req, f"wire-{child.name}")))
     return out
 
 
@@ -80,7 +86,7 @@ def _payload_bytes(kind: str, config: Any) -> float:
     if params is not None:
         return params.shares * (params.length + 1) * params.bits / 8
     if kind == "tree":
-        return float(RECORD.fields["row"][0].itemsize)
+        return float(RECORD["row"].itemsize)
     if kind == "local_refine":
         return 10.0  # a 64-bit nonce and a 16-bit index
     width, _ = server_kind(kind).row_width(config)

@@ -34,13 +34,14 @@ import numbers
 import secrets
 import sys
 import warnings
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from shoal.common.bounds import PublicBound, box_bound
 from shoal.common.errors import ConfigError
+from shoal.common.kinds.encoder_rule import EncoderChoice
 from shoal.deploy.notebook.verdicts import partition_quality, refined_quality
 from shoal.server.decoders.kmeans import assign, kmeans_cost
 
@@ -138,7 +139,7 @@ class PrivateKMeans:
     """
 
     def __init__(self, k: int = 8, *, epsilon: float = 1.0, model: str = "local", delta: float = 1e-6,
-                 encoder: str = "auto", bounds: PublicBound | tuple[ArrayLike, ArrayLike] | None = None,
+                 encoder: EncoderChoice | Literal["partition"] = "auto", bounds: PublicBound | tuple[ArrayLike, ArrayLike] | None = None,
                  radius: float | None = None, refine: float | str | None = None, min_batch: int | None = None,
                  random_state: int | None = None) -> None:
         self.k = k

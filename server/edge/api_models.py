@@ -28,6 +28,7 @@ from shoal.common.kinds.base import MAX_RECORDS
 from shoal.common.kinds.continual import MAX_HORIZON
 from shoal.common.wire.models import CodebookMessage, DeviceMessage, PointMessage, SketchMessage
 from shoal.server.rounds.kinds import ElbowRequest, RefineRequest, RoundRequest
+from shoal.server.rounds.sealed import RefuseReason
 
 
 class BoundIn(BaseModel):
@@ -218,15 +219,15 @@ class ClusterIn(BaseModel):
     """Options of a decode (``POST /rounds/{id}/cluster``); the body may be omitted."""
 
     model_config = ConfigDict(extra="forbid")
-    dask: str | None = Field(None, max_length=256, pattern=r"^((tcp|tls)://\S+)?$", description=(
+    dask: str | None = Field(default=None, max_length=256, pattern=r"^((tcp|tls)://\S+)?$", description=(
         "sum the round's reports on this Dask scheduler (tcp://HOST:PORT); \"\": in the server's process; "
         "default: the server's SHOAL_DASK_SCHEDULER (server/rounds/reduction.py)"))
-    again: bool = Field(False, description=(
+    again: bool = Field(default=False, description=(
         "decode a done round anew (post-processing: kinds whose devices did all the randomising); the earlier "
         "results stay (GET /rounds/{id}/results). Refused (409) for rounds whose decode draws private noise "
         "(central): their first result is their one release. Without it, a done round's stored result is "
         "returned unchanged"))
-    fallback: bool | None = Field(None, description=(
+    fallback: bool | None = Field(default=None, description=(
         "if the Dask cluster is lost or passes the decode's deadline, decode in the server's process instead "
         "of answering 503; default: the server's SHOAL_DASK_FALLBACK"))
 
@@ -394,7 +395,7 @@ class RefusedOut(BaseModel):
     """One item of a shuffled batch the server did not store, and why."""
 
     index: int = Field(description="position of the item in the posted batch")
-    reason: Literal["undecryptable", "malformed", "wrong_round", "invalid"]
+    reason: RefuseReason
     detail: str
 
 

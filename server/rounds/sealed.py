@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from pydantic import BaseModel, ValidationError
@@ -18,7 +18,8 @@ from pydantic import BaseModel, ValidationError
 from shoal.common.errors import ShoalError
 from shoal.common.wire.envelope import EnvelopeError, open_sealed
 
-Refused = tuple[int, str, str]  # a shuffled item's index, reason category, detail
+RefuseReason = Literal["undecryptable", "malformed", "wrong_round", "invalid"]
+Refused = tuple[int, RefuseReason, str]  # a shuffled item's index, reason category, detail
 
 
 def open_items(sealed: list[str], key: X25519PrivateKey, round_id: str,

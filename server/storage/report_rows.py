@@ -10,6 +10,8 @@ seven columns cost 152 bytes each). Packing and unpacking are vectorised.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -60,7 +62,10 @@ def pack_words(rows: NDArray[np.uint64] | NDArray[np.float64]) -> list[bytes]:
     return [le[i].tobytes() for i in range(le.shape[0])]
 
 
-def unpack_words(raw: bytes, count: int, width: int, dtype: type[np.uint64] | type[np.float64]) -> NDArray[np.generic]:
+Word = TypeVar("Word", bound=np.uint64 | np.float64)  # a stored row's word: a share or a sketch real
+
+
+def unpack_words(raw: bytes, count: int, width: int, dtype: type[Word]) -> NDArray[Word]:
     if len(raw) != 8 * width * count:
         raise StoreError(f"stored rows do not have width {width}")
     le = "<u8" if dtype is np.uint64 else "<f8"

@@ -173,7 +173,7 @@ def greedy_fit(x: NDArray[np.float64], y: NDArray[np.float64], spec: CentralSpec
     if spec.lift_steps:
         avg = calibrate(spec.dim, spec.lift_epsilon, spec.lift_delta, releases=spec.lift_steps)  # one release is drawn
         means, sizes = noisy_means(x, assign(y, order), spec.k, avg, rng)
-        ok = ~np.isnan(means).any(axis=1)
+        ok = ~np.asarray(np.isnan(means).any(axis=1))  # an array: means is (k, d)
         # A part too small to average takes the mean of the others (post-processing of released sums).
         fill = (means[ok] * sizes[ok, None]).sum(0) / max(float(sizes[ok].sum()), 1.0) if ok.any() \
             else np.zeros(spec.dim)

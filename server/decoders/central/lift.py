@@ -98,7 +98,7 @@ def shrunk_lloyd_step(x: NDArray[np.float64], start: NDArray[np.float64], spec: 
     means, sizes = noisy_means(x, assign(x, start), start.shape[0], spec, rng)
     d = start.shape[1]
     prior = np.full(start.shape[0], np.nan) if start_var is None else np.asarray(start_var, dtype=np.float64)
-    found = ~np.isnan(means).any(axis=1)
+    found = ~np.asarray(np.isnan(means).any(axis=1))  # an array: means is (k, d)
     moved = np.where(found[:, None], np.nan_to_num(means), start)
     gap = ((moved - start) ** 2).sum(axis=1)
     noise = spec.mean_variance(sizes)

@@ -20,7 +20,7 @@ from shoal.common.errors import ConfigError, DecodeError
 from shoal.common.kinds.central import ALGORITHMS, NAME, CentralConfig, derive_central_round
 from shoal.common.wire.models import PointMessage, point_rows
 from shoal.server.decoders.central.pipeline import central_kmeans, privacy_statement
-from shoal.server.rounds.kinds.base import RoundRequest, RoundsView
+from shoal.server.rounds.kinds.base import RoundRequest, RoundsView, Storage
 
 # ``POST /rounds`` with model "central" names its algorithm as the encoder ("maxcover": the default rule).
 ENCODERS = ("maxcover", *ALGORITHMS)
@@ -51,7 +51,7 @@ class CentralServer:
     encoders = ENCODERS
     refinable = False
     refine_split = 1
-    storage = "payloads"
+    storage: Storage = "payloads"
     decode_draws_noise = True  # the curator's noise on the raw points: its answer is released once
 
     def derive(self, request: RoundRequest, round_id: str) -> CentralConfig:

@@ -34,9 +34,9 @@ from shoal.common.wire.fields import ball_rows
 from shoal.common.wire.models import StreamMessage
 from shoal.server.decoders.continual.events import DELETE, HEAD, INSERT, event_rows
 from shoal.server.decoders.continual.stream import ContinualGreedy, StepRelease
-from shoal.server.rounds.kinds.base import RoundRequest, RoundsView
+from shoal.server.rounds.kinds.base import RoundRequest, RoundsView, Storage
 
-ENCODERS = ("continual",)
+ENCODERS: tuple[str, ...] = ("continual",)
 
 
 class NoAccumulator:
@@ -54,7 +54,7 @@ class ContinualServer:
     encoders = ENCODERS
     refinable = False
     refine_split = 1
-    storage = "events"
+    storage: Storage = "events"
     decode_draws_noise = True  # the curator's tree noise (``rounds/steps.py`` keeps each step's release)
 
     def derive(self, request: RoundRequest, round_id: str) -> ContinualConfig:

@@ -31,6 +31,7 @@ from shoal.server.rounds.kinds.base import (
     RefineRequest,
     RoundRequest,
     RoundsView,
+    Storage,
     parent_ball_centers,
 )
 
@@ -40,7 +41,7 @@ class LocalRefineServer:
     encoders: tuple[str, ...] = ()
     refinable = False
     refine_split = 1
-    storage = "payloads"
+    storage: Storage = "payloads"
     decode_draws_noise = False  # devices randomise: a decode is post-processing
 
     def derive(self, request: RoundRequest, round_id: str) -> LocalRefineConfig:

@@ -22,7 +22,7 @@ from shoal.server.rounds.kinds.shares import SharesOnly
 
 class PartitionServer(SharesOnly):
     name = NAME
-    encoders = ("partition",)
+    encoders: tuple[str, ...] = ("partition",)
     refinable = True
     refine_split = REFINE_SPLIT  # a bucket may hold two tight clusters: split its center
     what = "a partition round"

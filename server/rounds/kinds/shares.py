@@ -19,13 +19,13 @@ from shoal.common.privacy.events import RoundsEvent
 from shoal.common.privacy.threats import secure_sum_guarantee
 from shoal.common.wire.models import ShareMessage, share_array
 from shoal.server.decoders.shares import ShareTotal
-from shoal.server.rounds.kinds.base import RoundsView
+from shoal.server.rounds.kinds.base import RoundsView, Storage
 
 
 class SharesOnly:
     """Mixed into a server kind whose config has ``round_id`` and ``secure_sum``."""
 
-    storage = "payloads"
+    storage: Storage = "payloads"
     decode_draws_noise = False  # the noise is in the devices' shares: a decode is post-processing
     what = "a secure-sum round"  # how the refusal of a direct report names the round
 

@@ -14,28 +14,29 @@ from pydantic import BaseModel
 
 from shoal.common.errors import ReportError
 from shoal.common.kinds.sketch import NAME, SketchRoundConfig, derive_sketch_round
+from shoal.common.kinds.tree import checked_model
 from shoal.common.wire.models import ShareMessage, SketchMessage, share_array, sketch_rows
 from shoal.server.decoders.sketch.decoder import (
     SketchAccumulator,
     SketchDecoder,
     sketch_privacy_statement,
 )
-from shoal.server.rounds.kinds.base import RoundRequest, RoundsView
+from shoal.server.rounds.kinds.base import RoundRequest, RoundsView, Storage
 from shoal.server.rounds.kinds.results import result_dict
 
 
 class SketchServer:
     name = NAME
-    encoders = ("sketch",)
+    encoders: tuple[str, ...] = ("sketch",)
     refinable = True
     refine_split = 1
-    storage = "payloads"
+    storage: Storage = "payloads"
     decode_draws_noise = False  # devices noise their sketches (or shares): a decode is post-processing
 
     def derive(self, request: RoundRequest, round_id: str) -> SketchRoundConfig:
         return derive_sketch_round(
             request.n_expected, request.dim, request.k, request.epsilon, bound=request.bound,
-            seed=secrets.randbits(63), model=request.model, delta=request.delta,
+            seed=secrets.randbits(63), model=checked_model(request.model), delta=request.delta,
             min_devices=request.min_batch, round_id=round_id, **request.tuning,
         )
 

@@ -11,12 +11,20 @@ import numpy as np
 from pydantic import BaseModel
 
 from shoal.common.errors import ReportError
-from shoal.common.kinds.tree import ENCODER_CHOICES, NAME, RoundConfig, TreeParams, derive_config
+from shoal.common.kinds.tree import (
+    ENCODER_CHOICES,
+    NAME,
+    RoundConfig,
+    TreeParams,
+    checked_encoder,
+    checked_model,
+    derive_config,
+)
 from shoal.common.wire.messages import ReportBatch
 from shoal.common.wire.models import DeviceMessage
 from shoal.server.decoders.tree.accumulate import LevelAccumulator
 from shoal.server.decoders.tree.decoder import TreeDecoder, privacy_statement
-from shoal.server.rounds.kinds.base import RoundRequest, RoundsView
+from shoal.server.rounds.kinds.base import RoundRequest, RoundsView, Storage
 from shoal.server.rounds.kinds.results import result_dict
 
 
@@ -25,7 +33,7 @@ class TreeServer:
     encoders = ENCODER_CHOICES
     refinable = True
     refine_split = 1
-    storage = "reports"
+    storage: Storage = "reports"
     decode_draws_noise = False  # devices randomise: a decode is post-processing
 
     def derive(self, request: RoundRequest, round_id: str) -> RoundConfig:
@@ -33,8 +41,8 @@ class TreeServer:
         if "tree" in tuning:
             tuning["tree"] = TreeParams(**tuning["tree"])
         return derive_config(
-            request.n_expected, request.dim, request.k, request.epsilon, encoder=request.encoder,
-            bound=request.bound, round_id=round_id, model=request.model, delta=request.delta,
+            request.n_expected, request.dim, request.k, request.epsilon, encoder=checked_encoder(request.encoder),
+            bound=request.bound, round_id=round_id, model=checked_model(request.model), delta=request.delta,
             min_batch=request.min_batch, **tuning,
         )
 
