@@ -269,7 +269,9 @@ def exact_sketch(x: NDArray[np.float64], omega: NDArray[np.float64]) -> NDArray[
     if x.shape[0] == 0:
         raise ConfigError("cannot sketch an empty dataset")
     owner = np.zeros(x.shape[0], dtype=np.int64)
-    return _masked_sums(x, owner, 1, omega, omega.shape[1], np.random.default_rng(0))[0] / x.shape[0]  # r = m: no draw matters
+    m = omega.shape[1]
+    sums = _masked_sums(x, owner, 1, omega, m, np.random.default_rng(0))[0]  # r = m: no draw matters
+    return (sums[:m] + 1j * sums[m:]) / x.shape[0]
 
 
 def masks(n: int, m: int, r: int, rng: np.random.Generator) -> NDArray[np.int64]:
@@ -337,19 +339,23 @@ def _float32(omega: NDArray[np.float64]) -> NDArray[np.float32]:
 def _masked_sums(
     x: NDArray[np.float64], owner: NDArray[np.int64], devices: int, omega: NDArray[np.float64], r: int,
     rng: np.random.Generator,
-) -> NDArray[np.complex128]:
-    """sum over each device's records of z_x (.) b_x, (devices, m); ``owner``
-    is sorted (each device's records are contiguous)."""
+) -> NDArray[np.float64]:
+    """sum over each device's records of z_x (.) b_x as (devices, 2m) reals,
+    [real parts | imaginary parts]: the layout the noise is added in, so no
+    complex temporary is built per device (issue 42); ``owner`` is sorted
+    (each device's records are contiguous)."""
     m = omega.shape[1]
     om32 = _float32(omega)
-    out = np.zeros((devices, m), dtype=np.complex128)
+    out = np.zeros((devices, 2 * m))
+    re, im = out[:, :m], out[:, m:]
     for lo in range(0, x.shape[0], CHUNK):
         xb, ob = x[lo : lo + CHUNK].astype(np.float32), owner[lo : lo + CHUNK]
         if r == m:
             cos, sin = _cos_sin(xb, om32)
             starts = np.flatnonzero(np.r_[True, ob[1:] != ob[:-1]])
             rows = ob[starts]
-            out[rows] += _group_sum(cos, starts) + 1j * _group_sum(sin, starts)
+            re[rows] += _group_sum(cos, starts)
+            im[rows] += _group_sum(sin, starts)
         else:
             idx = masks(xb.shape[0], m, r, rng)
             ph = np.einsum("nd,nrd->nr", xb, om32.T[idx])
@@ -357,11 +363,10 @@ def _masked_sums(
             first, last = int(ob[0]), int(ob[-1])
             flat = ((ob - first)[:, None] * m + idx).ravel()
             size = (last - first + 1) * m
-            block = np.bincount(flat, weights=cos.ravel(), minlength=size) + 1j * np.bincount(
-                flat, weights=sin.ravel(), minlength=size
-            )
-            out[first : last + 1] += block.reshape(-1, m)
-    return out / math.sqrt(m)
+            re[first : last + 1] += np.bincount(flat, weights=cos.ravel(), minlength=size).reshape(-1, m)
+            im[first : last + 1] += np.bincount(flat, weights=sin.ravel(), minlength=size).reshape(-1, m)
+    out /= math.sqrt(m)
+    return out
 
 
 def scramble(
@@ -385,20 +390,29 @@ def scramble(
     if omega.shape != (params.dim, params.size):
         raise ConfigError(f"frequencies have shape {omega.shape}, expected ({params.dim}, {params.size})")
     owner = np.repeat(np.arange(counts.size), counts)
-    s = _masked_sums(x, owner, counts.size, omega, params.measurements, rng) / (params.alpha * counts)[:, None]
-    real = np.concatenate([s.real, s.imag], axis=1)
-    out = np.empty_like(real)
-    for n0 in np.unique(counts):
-        rows = np.flatnonzero(counts == n0)
+    # The 2m reals of each device, [re | im], worked in place (issue 42: each whole-array pass over
+    # (devices, 2m) costs about as much as a tenth of the device's noise draws).
+    real = _masked_sums(x, owner, counts.size, omega, params.measurements, rng)
+    real /= (params.alpha * counts)[:, None]
+    m = params.size
+    groups = np.unique(counts)
+    for n0 in groups:
+        rows = slice(None) if groups.size == 1 else np.flatnonzero(counts == n0)
         noise = params.noise_grid(int(n0))
-        units = np.rint(np.ldexp(real[rows], -noise.exponent)).astype(np.int64)
+        block = real[rows]  # a view when every device holds n0 records
+        np.ldexp(block, -noise.exponent, out=block)
+        np.rint(block, out=block)
+        units = block.astype(np.int64)
         flat = units.reshape(-1)  # whole rows per call: one device's 2m draws are one call
         step = max(1, NOISE_CHUNK // units.shape[1]) * units.shape[1]
         for lo in range(0, flat.size, step):
             flat[lo:lo + step] += discrete_laplace(noise.scale_num, noise.scale_den, min(step, flat.size - lo), rng)
-        out[rows] = np.ldexp(units.astype(np.float64), noise.exponent)
-    m = params.size
-    return out[:, :m] + 1j * out[:, m:]
+        np.ldexp(units, noise.exponent, out=block)
+        if groups.size > 1:
+            real[rows] = block
+    out = np.empty((counts.size, m), dtype=np.complex128)
+    out.real, out.imag = real[:, :m], real[:, m:]
+    return out
 
 
 def off_grid(sketches: NDArray[np.float64], n0: NDArray[np.int64], params: SketchParams) -> int:
