@@ -16,7 +16,7 @@ import numbers
 import secrets
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any, Literal, TypeGuard
+from typing import Any, Literal, cast
 
 from shoal.common.bounds import PublicBound, published, unpublished
 from shoal.common.errors import ConfigError, PrivacyError
@@ -54,26 +54,18 @@ MODELS: tuple[str, ...] = ("local", "shuffle")
 MAX_EPSILON = 500.0
 
 
-def _is_encoder_choice(encoder: str) -> TypeGuard[EncoderChoice]:
-    return encoder in ENCODER_CHOICES
-
-
-def _is_model(model: str) -> TypeGuard[Model]:
-    return model in MODELS
-
-
 def checked_encoder(encoder: str) -> EncoderChoice:
     """A tree round's ``encoder`` from a string (a request's, a file's): ConfigError unless one of ENCODER_CHOICES."""
-    if not _is_encoder_choice(encoder):
+    if encoder not in ENCODER_CHOICES:
         raise ConfigError(f"encoder must be one of {ENCODER_CHOICES}, got {encoder!r}")
-    return encoder
+    return cast(EncoderChoice, encoder)
 
 
 def checked_model(model: str) -> Model:
     """A tree or sketch round's ``model`` from a string: ConfigError unless one of MODELS."""
-    if not _is_model(model):
+    if model not in MODELS:
         raise ConfigError(f"model must be one of {MODELS}, got {model!r}")
-    return model
+    return cast(Model, model)
 
 
 TREE_CENTERS: tuple[str, ...] = ("kmeans", "greedy", "greedy-weighted")

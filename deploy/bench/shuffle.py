@@ -135,7 +135,7 @@ def _libraries(args: argparse.Namespace) -> tuple[list[str], str | None]:
     google = str(args.google_path) if getattr(args, "google_path", None) else None
     methods = []
     for m in ("google", "diffprivlib"):
-        why = unavailable(m, google) if (google or m == "diffprivlib") else "no --google-path"
+        why = unavailable(m, google)
         if why:
             print(f"shoal bench: {m} not compared: {why}")
         else:
@@ -180,7 +180,7 @@ def run_shuffle_bench(args: argparse.Namespace) -> int:
         # Broad, overlapping clusters of correlated features (issue 41): where a tree first round loses to a partition round.
         overlap = overlapping_mixture(seed=seed)
         sets.append((Dataset(overlap.name, overlap.points[:5000], overlap.k, overlap.bound) if args.smoke else overlap,
-                     "overlap", 23_000))
+                     "overlap", overlap.points.shape[0]))
         for ds, lib_name, lib_n in sets:
             nonprivate = None
             for eps in epss:
