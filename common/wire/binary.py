@@ -98,15 +98,21 @@ def _check_header(body: bytes, magic: bytes, version: int, what: str, after_magi
                           f"protocol {', '.join(map(str, PROTOCOLS))}")
 
 
-def decode_reports(body: bytes, round_id: str) -> tuple[list[str], ReportBatch]:
-    """Message ids (hex) and the reports of a binary body; ReportError if it is
-    not one (wrong header, format or protocol version, a length that is not whole records)."""
+def decode_records(body: bytes) -> NDArray[np.void]:
+    """The ``RECORD``s of a binary body (a view of it: message id, ``TREE_ROW``);
+    ReportError if it is not one (wrong header, format or protocol version, a
+    length that is not whole records)."""
     _check_header(body, MAGIC, VERSION, "binary report batch", " and a version byte")
-    payload = body[len(HEADER):]
-    if not payload or len(payload) % RECORD.itemsize:
+    payload = memoryview(body)[len(HEADER):]
+    if not len(payload) or len(payload) % RECORD.itemsize:
         raise ReportError(f"binary report batch of {len(payload)} bytes is not a positive number of "
                           f"{RECORD.itemsize}-byte records")
-    records = np.frombuffer(payload, dtype=RECORD)
+    return np.frombuffer(payload, dtype=RECORD)
+
+
+def decode_reports(body: bytes, round_id: str) -> tuple[list[str], ReportBatch]:
+    """Message ids (hex) and the reports of a binary body (``decode_records``)."""
+    records = decode_records(body)
     ids = records["message_id"].tobytes().hex()
     return [ids[32 * i:32 * (i + 1)] for i in range(records.shape[0])], batch_from_rows(records["row"], round_id)
 

@@ -17,9 +17,10 @@ here measure contention on 2 cores, not what two machines would give.
 The **append floor** (issue 42, Build 4), measured in the same run: the same
 number of 38-byte rows (a tree report's binary record) appended to a fresh
 SQLite file in WAL mode with ``synchronous=FULL`` (an fsync per commit), one
-commit per 1000 rows (one POST's batch), by one connection in this process:
-what durable storage costs before any HTTP, parsing, deduplication or
-indexing. The SQLite row prints the server's binary-batch rate over it.
+commit per 1000 rows (one POST's batch), by one connection in this process,
+just before the load (the server idle beside it): what durable storage
+costs before any HTTP, parsing, deduplication or indexing. The SQLite row
+prints the server's binary-batch rate over it.
 ``--capacity-reports`` and ``--capacity-connections`` set the batch load
 (the issue's criterion: 1e6 reports over 16 connections, >= 0.8x the floor).
 """
@@ -150,8 +151,9 @@ def run(args: argparse.Namespace) -> int:
             services = Services(via_shuffler=False, min_batch=100, db_url=url, replicas=replicas)
             try:
                 with tempfile.TemporaryDirectory(prefix="shoal-capacity-") as tmp:
-                    res = _measure(services, reports, singles, Path(tmp), connections)
+                    # The floor first: after the load the server merges its inbox, which would slow it.
                     floor = append_floor(reports, Path(tmp)) if url is None else None
+                    res = _measure(services, reports, singles, Path(tmp), connections)
                 rows_stored = sum(r["stored"] for r in res.values())
                 bytes_per_report = _store_bytes(services, url) / rows_stored
             finally:

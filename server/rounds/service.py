@@ -33,7 +33,7 @@ from pydantic import BaseModel
 from shoal.common.errors import BatchTooLarge, ConfigError, ReportError, ShoalError
 from shoal.common.kinds import dump_config, kind_name, parse_config
 from shoal.common.services.group_commit import GroupCommit, commit_and_settle
-from shoal.common.wire.binary import decode_reports
+from shoal.common.wire.binary import batch_from_rows, decode_records
 from shoal.common.wire.envelope import load_or_create_key, public_key_bytes
 from shoal.common.wire.signing import identity_path, load_or_create_signing_key
 from shoal.server.rounds import leases, reduction
@@ -53,6 +53,7 @@ from shoal.server.rounds.kinds.refine import KIND as REFINE
 from shoal.server.rounds.kinds.refine import RefineServer
 from shoal.server.rounds.sealed import Refused, open_items, valid_part
 from shoal.server.rounds.steps import Steps
+from shoal.server.storage import report_rows
 from shoal.server.storage.factory import open_store
 from shoal.server.storage.store import NOT_OPEN, Packed, RoundRow, packed_reports
 
@@ -276,14 +277,16 @@ class RoundService:
                                   "post its reports as JSON")
         self._require_open(round_id)
         try:
-            ids, batch = decode_reports(body, round_id)
-            if len(ids) > max_reports:
-                raise BatchTooLarge(f"binary batch of {len(ids)} reports exceeds {max_reports}")
-            batch.validate(cfg)
+            records = decode_records(body)
+            if len(records) > max_reports:
+                raise BatchTooLarge(f"binary batch of {len(records)} reports exceeds {max_reports}")
+            batch_from_rows(records["row"], round_id).validate(cfg)
         except ShoalError:
             self.metrics["rejected_invalid"] += 1
             raise
-        return self._count(self._store(kind, round_id, ids, batch), len(ids))
+        # Stored as they came (ids as bytes, rows as the store's TREE_ROW): no hex or column round trip.
+        packed = (round_id, list(records["message_id"].tolist()), report_rows.pack_tree_rows(records["row"]))
+        return self._count(self.committer.submit(packed).result(), len(records))
 
     def ingest_sealed(self, round_id: str, sealed: list[str]) -> tuple[int, int, list[Refused]]:
         """A shuffled batch, item by item (``rounds/sealed.py``): returns (new,

@@ -30,23 +30,32 @@ class StoreError(ShoalError):
 
 
 def message_keys(message_ids: list[str]) -> list[bytes]:
-    """The 16 bytes of each 32-hex-digit message id."""
+    """The 16 bytes of each 32-hex-digit message id (one ``bytes.fromhex`` of
+    them all, split by numpy)."""
+    if not message_ids:
+        return []
+    if set(map(len, message_ids)) != {32}:
+        raise StoreError("message ids must be 32 hex digits")
     try:
-        keys = [bytes.fromhex(m) for m in message_ids]
+        raw = bytes.fromhex("".join(message_ids))
     except ValueError as exc:
         raise StoreError(f"message ids must be 32 hex digits: {exc}") from exc
-    if any(len(k) != 16 for k in keys):
-        raise StoreError("message ids must be 32 hex digits")
-    return keys
+    return list(np.frombuffer(raw, dtype="V16").tolist())
 
 
 def pack_tree(batch: ReportBatch) -> list[bytes]:
     """Each report of a wire batch as its ``TREE_ROW`` bytes."""
     if not batch.is_wire:
         raise StoreError("a simulation batch (decoded vectors, no codebook indices) cannot be stored")
-    raw = tree_rows(batch).tobytes()
-    w = TREE_ROW.itemsize
-    return [raw[i * w:(i + 1) * w] for i in range(len(batch))]
+    return pack_tree_rows(tree_rows(batch))
+
+
+def pack_tree_rows(rows: NDArray[np.void]) -> list[bytes]:
+    """``TREE_ROW``s as stored: a report without a vector has codebook index 0
+    (what ``tree_rows`` writes for it), whatever a device sent there."""
+    stored = np.array(rows, dtype=TREE_ROW)  # a copy: the caller's rows (a request body's view) stay as sent
+    stored["vec_index"][stored["vec_level"] < 0] = 0
+    return list(np.frombuffer(stored.tobytes(), dtype=f"V{TREE_ROW.itemsize}").tolist())
 
 
 def unpack_tree(raw: bytes, round_id: str) -> ReportBatch:

@@ -7,16 +7,14 @@ integer ``seq``, the 16 bytes of its message id), so a retried message is
 acknowledged but never stored twice, and decoding reads a round back with
 one vectorised pass. Device identities are never stored: a row has no sender.
 
-SQLite takes new rows into a small inbox table first (``inbox``), merged
-into ``report_rows`` in key order once it holds ``inbox_rows`` rows: message
-ids are random, so a commit straight into a round's rows rewrites a random
-page per row, and the bigger the round the more pages a commit writes
-(before the inbox, binary batches over 16 connections: 99-108k reports/s
-into a round of 10^6 against ~200-260k into one of 2 x 10^5; with it,
-143-166k at 10^6; README, "Beyond one machine"). Counts and deletions see
-both tables, and so does a step's close (``load_steps``: a read that
-must not write); every decode read (``iter_rows``) and ``message_ids``
-merge the inbox first (``settle``), so they read one table.
+SQLite takes new rows into an append-only inbox first (``Store.inbox``,
+``sqlite.py``), deduplicated against exact per-round sets of the stored ids
+(``id_sets.py``), and merges it into ``report_rows`` in key order when the
+store is idle (issue 42: a keyed insert of random ids rewrites a random page
+per row, five times an append's cost). Counts and deletions see both tables,
+and so does a step's close (``load_steps``: a read that must not write);
+every decode read (``iter_rows``) and ``message_ids`` merge the inbox first
+(``settle``), so they read one table.
 
 The SQL both back ends share is here (which is why this module is over 300
 lines); ``sqlite.py`` and ``postgres.py`` hold their connections,
@@ -53,7 +51,7 @@ Run = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
 IdRange = tuple[bytes | None, bytes | None]  # message ids >= low and < high; None: unbounded
 Packed = tuple[str, list[bytes], list[bytes]]  # (round id, 16-byte message keys, rows): a group as stored
 
-# A table of report rows: ``report_rows``, and SQLite's inbox (``Store.inbox``).
+# The table of report rows, keyed by (round, message id).
 _ROWS_TABLE = """CREATE TABLE IF NOT EXISTS {rows} (
         round_seq BIGINT NOT NULL, message_id {{blob}} NOT NULL, report {{blob}} NOT NULL, step BIGINT,
         PRIMARY KEY (round_seq, message_id)){{without_rowid}}"""
@@ -117,23 +115,14 @@ class Store(abc.ABC):
     concat_reports = ("SELECT CAST(group_concat(report, x'') AS BLOB), count(*) FROM "
                       "(SELECT report FROM report_rows WHERE {where} ORDER BY message_id)")
     integrity_errors: tuple[type[BaseException], ...] = (sqlite3.IntegrityError,)
-    # Where new rows go first ("": straight into ``report_rows``); merged into
-    # ``report_rows`` in key order once it holds ``inbox_rows`` rows, or by ``settle``.
+    # Where new rows go first ("": straight into ``report_rows``; SQLite's
+    # append-only inbox, ``sqlite.py``); counts, deletions and step reads see it too.
     inbox = ""
-    inbox_rows = 0
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._seqs: dict[str, int] = {}
         self._read_only = False
-        self._in_inbox = 0  # rows this process put in the inbox, less those merged since (when to merge)
-        self._inbox_count_lock = threading.Lock()
-
-    @property
-    def inbox_max_rows(self) -> int:
-        """A backlog the background merger has not kept up with (a bulk burst)
-        is merged inside the commit that reaches this, so the inbox stays bounded."""
-        return 8 * self.inbox_rows
 
     def _tables(self) -> tuple[str, ...]:
         """Every table a round's rows may sit in."""
@@ -163,8 +152,9 @@ class Store(abc.ABC):
         return sql.replace("?", self.placeholder)
 
     def init_schema(self) -> None:
-        for stmt in _SCHEMA + ([_ROWS_TABLE.format(rows=self.inbox)] if self.inbox else []):
+        for stmt in _SCHEMA:
             self._execute(stmt.format(blob=self.blob, without_rowid=self.without_rowid))
+        self._init_inbox()
         # Stores made before issue 13 gain the lease and seq columns, and their
         # reports move into ``report_rows``.
         have = self._columns("rounds")
@@ -182,6 +172,10 @@ class Store(abc.ABC):
         if self._has_table("reports"):
             self._in_transaction(self._migrate_reports)
         self.settle()  # rows a previous process left in the inbox
+
+    def _init_inbox(self) -> None:
+        """Create the inbox table (none here: rows go straight into ``report_rows``)."""
+        return None
 
     def _add_step_column(self, run: Run) -> None:
         """Stores made before the step index: the column, and every continual
@@ -414,6 +408,7 @@ class Store(abc.ABC):
                 return False
             for table in self._tables():
                 run(self._sql(f"DELETE FROM {table} WHERE round_seq = ?"), (rows[0][2],))
+            self._forget_rows(int(rows[0][2]))
             run(self._sql("DELETE FROM round_steps WHERE round_seq = ?"), (rows[0][2],))
             run(self._sql("DELETE FROM round_results WHERE round_seq = ?"), (rows[0][2],))
             run(self._sql("DELETE FROM rounds WHERE id = ?"), (round_id,))
@@ -437,6 +432,7 @@ class Store(abc.ABC):
             for _, seq in found:
                 for table in self._tables():
                     run(self._sql(f"DELETE FROM {table} WHERE round_seq = ?"), (seq,))
+                self._forget_rows(int(seq))
             return [str(r[0]) for r in found]
 
         ids = self._in_transaction(work)
@@ -449,6 +445,10 @@ class Store(abc.ABC):
         """Other processes read snapshots of this store meanwhile (a distributed
         decode's workers); SQLite holds back its truncating checkpoints."""
         yield
+
+    def _forget_rows(self, seq: int) -> None:
+        """The round ``seq``'s rows are being deleted (SQLite drops its id set)."""
+        return None
 
     def reclaim(self) -> None:
         """Return freed pages to the file system where the back end needs telling
@@ -511,22 +511,16 @@ class Store(abc.ABC):
         ``INSERT``s that skip ids already stored (``OR IGNORE`` / ``ON CONFLICT
         DO NOTHING``), and the database says how many it stored (SQLite's
         ``changes()``; PostgreSQL's ``RETURNING``, fetched in one round trip),
-        which is the group's new count; no lookup first (SQLite's inbox statement
-        skips ids already merged by a lookup inside that one statement). Every statement step releases and
-        re-takes the GIL, which under load costs up to a switch interval each
-        (measured: row-by-row ``executemany`` made the commit thread the
-        bottleneck), and a duplicate lookup before the insert read every key
-        twice (issue 19: the store was half of a binary batch's cost).
+        which is the group's new count; no lookup first. Every statement step
+        releases and re-takes the GIL, which under load costs up to a switch
+        interval each (measured: row-by-row ``executemany`` made the commit
+        thread the bottleneck), and a duplicate lookup before the insert read
+        every key twice (issue 19: the store was half of a binary batch's cost).
+        SQLite stores them its own way (``_insert_group``: an append-only inbox).
         """
         seqs = {rid: self._seq(rid) for rid, _, _ in groups}
-        # A transaction that would fill the inbox by itself (a bulk load) goes
-        # straight into ``report_rows``, once the inbox is merged: through the
-        # inbox it would be written twice for nothing.
-        via_inbox = bool(self.inbox) and sum(len(keys) for _, keys, _ in groups) < self.inbox_rows
 
         def work(run: Run) -> list[int]:
-            if self.inbox and not via_inbox:
-                self._merge(run)
             shut: set[int] = set()
             open_step: dict[int, int] = {}
             if only_open:
@@ -537,114 +531,68 @@ class Store(abc.ABC):
                         shut.add(seq)
                     else:
                         open_step[seq] = int(st[0][1]) + 1
+            bulk = sum(len(keys) for _, keys, _ in groups)
             counts = []
             for rid, keys, packed in groups:
                 seq = seqs[rid]
                 if seq in shut:
                     counts.append(NOT_OPEN)
                     continue
-                cols, tail = "round_seq, message_id, report", ""
+                step = None
                 if stamp:  # ``add_events``: word 0 of every row, and its step column, is the step open now
                     rows = np.array(packed, dtype=np.uint64)
-                    rows[:, 0] = open_step[seq]
+                    rows[:, 0] = step = open_step[seq]
                     packed = report_rows.pack_words(rows)
-                    cols, tail = cols + ", step", f", {open_step[seq]}"
                 if len(keys) != len(packed):
                     raise StoreError(f"{len(keys)} message ids for {len(packed)} rows")
-                new = 0
-                for i in range(0, len(keys), _CHUNK):
-                    chunk_keys, chunk_rows = keys[i:i + _CHUNK], packed[i:i + _CHUNK]
-                    values = ",".join([f"({seq}, ?, ?{tail})"] * len(chunk_keys))
-                    params: list[bytes] = [b""] * (2 * len(chunk_keys))
-                    params[0::2], params[1::2] = chunk_keys, chunk_rows
-                    if via_inbox:  # ids already merged are skipped by a lookup (a read), the inbox's by its key
-                        sql = (f"{self.insert_ignore} {self.inbox} ({cols}) SELECT * FROM (VALUES {values}) AS v "
-                               "WHERE NOT EXISTS (SELECT 1 FROM report_rows r WHERE r.round_seq = v.column1 "
-                               "AND r.message_id = v.column2)")
-                    else:
-                        sql = f"{self.insert_ignore} report_rows ({cols}) VALUES {values}{self.on_conflict}"
-                    if self.inserted_sql:
-                        run(self._sql(sql), tuple(params))
-                        new += int(run(self.inserted_sql, ())[0][0])
-                    else:
-                        new += len(run(self._sql(sql + " RETURNING 1"), tuple(params)))
-                counts.append(new)
-            # The merger (``_wake_merger``) moves the inbox in small slices off the request
-            # path; only a backlog it has not kept up with is merged here, in this commit.
-            if via_inbox and self._in_inbox + sum(max(c, 0) for c in counts) >= self.inbox_max_rows:
-                self._merge(run)
-                merged.append(True)
+                counts.append(self._insert_group(run, seq, keys, packed, step, bulk))
+            self._end_groups(run)
             return counts
 
-        merged: list[bool] = []
-        counts = self._in_transaction(work)
-        if self.inbox:  # once committed (a rolled-back transaction added nothing)
-            with self._inbox_count_lock:
-                self._in_inbox = self._in_inbox + sum(max(c, 0) for c in counts) if via_inbox and not merged else 0
-                full = self._in_inbox >= self.inbox_rows
-            if full:
-                self._wake_merger()
-        return counts
+        return self._in_transaction(work)
 
-    def _wake_merger(self) -> None:
-        """The inbox holds ``inbox_rows``: merge it (here, at once; SQLite wakes
-        its background merger instead)."""
-        self._merge_pass()
+    def _insert_group(self, run: Run, seq: int, keys: list[bytes], packed: list[bytes], step: int | None,
+                      bulk: int) -> int:
+        """Store one group's rows inside the caller's transaction, skipping ids
+        already stored; returns how many were new. ``step``: the step column
+        of every row (continual rounds), or None. ``bulk``: the rows of the
+        whole transaction (SQLite's inbox skips a bulk load)."""
+        return self._insert_rows(run, "report_rows", seq, keys, packed, step, ignore=True)
 
-    def _moved(self, rows: int) -> None:
-        """``rows`` left the inbox (a merge slice committed)."""
-        with self._inbox_count_lock:
-            self._in_inbox = max(0, self._in_inbox - rows)
+    def _end_groups(self, run: Run) -> None:
+        """After the transaction's last group, inside it (SQLite writes its
+        buffered inbox rows here)."""
+        return None
 
-    def _merge(self, run: Run) -> None:
-        """Move every inbox row into ``report_rows``, in key order (each page of
-        the rounds' rows written once), inside the caller's transaction: a
-        crash leaves them all in one table or the other. An id already in
-        ``report_rows`` cannot be in the inbox (inserts skip it), so ``OR
-        IGNORE`` only keeps the merge from failing if that were ever broken."""
-        run(f"{self.insert_ignore} report_rows ({ROW_COLUMNS}) SELECT {ROW_COLUMNS} FROM {self.inbox} "
-            "ORDER BY round_seq, message_id", ())
-        run(f"DELETE FROM {self.inbox}", ())
-
-    def _merge_slice(self, run: Run, after: tuple[int, bytes] | None, rows: int) -> tuple[tuple[int, bytes] | None, int]:
-        """Move the next ``rows`` inbox rows after the key ``after`` (None: from
-        the first) into ``report_rows``, in key order, inside the caller's
-        transaction; returns (the last key moved, or None when none is left
-        after it, and how many rows moved). Slices of one pass cover
-        consecutive key ranges, so a pass writes each page of the rounds' rows
-        about once, as one whole merge does, while no slice holds the write
-        lock for long."""
-        lower, params = ("WHERE (round_seq, message_id) > (?, ?)", after) if after is not None else ("", ())
-        last = run(self._sql(f"SELECT round_seq, message_id FROM {self.inbox} {lower} "
-                             "ORDER BY round_seq, message_id LIMIT 1 OFFSET ?"), (*params, rows - 1))
-        where, bound = lower, params
-        key = (int(last[0][0]), bytes(last[0][1])) if last else None
-        if key is not None:
-            where = (lower + " AND" if lower else "WHERE") + " (round_seq, message_id) <= (?, ?)"
-            bound = (*params, *key)
-        run(self._sql(f"{self.insert_ignore} report_rows ({ROW_COLUMNS}) SELECT {ROW_COLUMNS} FROM {self.inbox} "
-                      f"{where} ORDER BY round_seq, message_id"), bound)
-        run(self._sql(f"DELETE FROM {self.inbox} {where}"), bound)
-        moved = int(run(self.inserted_sql, ())[0][0]) if self.inserted_sql else 0
-        return key, moved
+    def _insert_rows(self, run: Run, table: str, seq: int, keys: list[bytes], packed: list[bytes],
+                     step: int | None, ignore: bool) -> int:
+        """Multi-row ``INSERT``s of (seq, key, row[, step]) into ``table``;
+        ``ignore``: skip keys already there, and count the rows stored (else
+        every row is stored: the caller deduplicated them)."""
+        cols, tail = ("round_seq, message_id, report", "") if step is None else \
+            ("round_seq, message_id, report, step", f", {int(step)}")
+        new = 0
+        for i in range(0, len(keys), _CHUNK):
+            chunk_keys, chunk_rows = keys[i:i + _CHUNK], packed[i:i + _CHUNK]
+            values = ",".join([f"({int(seq)}, ?, ?{tail})"] * len(chunk_keys))
+            params: list[bytes] = [b""] * (2 * len(chunk_keys))
+            params[0::2], params[1::2] = chunk_keys, chunk_rows
+            if not ignore:
+                run(self._sql(f"INSERT INTO {table} ({cols}) VALUES {values}"), tuple(params))
+                new += len(chunk_keys)
+                continue
+            sql = f"{self.insert_ignore} {table} ({cols}) VALUES {values}{self.on_conflict}"
+            if self.inserted_sql:
+                run(self._sql(sql), tuple(params))
+                new += int(run(self.inserted_sql, ())[0][0])
+            else:
+                new += len(run(self._sql(sql + " RETURNING 1"), tuple(params)))
+        return new
 
     def settle(self) -> None:
-        """Merge the inbox into ``report_rows`` now (nothing to do without one,
-        or in a read-only store, whose writer settles before its readers read:
-        ``RoundService.cluster`` before a Dask decode). Every row in the inbox
-        when it starts is merged when it returns (in slices: ingestion into
-        other rounds goes on between them)."""
-        if not self.inbox or self._read_only:
-            return
-        if self._execute(f"SELECT 1 FROM {self.inbox} LIMIT 1"):
-            self._merge_pass()
-
-    def _merge_pass(self) -> int:
-        """Merge the whole inbox (one transaction here; SQLite slices it)."""
-        self._in_transaction(self._merge)
-        with self._inbox_count_lock:
-            self._in_inbox = 0
-        return 0
+        """Merge the inbox into ``report_rows`` now (nothing to do here: no
+        inbox; SQLite's ``settle``)."""
+        return None
 
     # -- continual rounds: steps (``server/rounds/steps.py``) --
     def close_step(self, round_id: str, horizon: int) -> int | None:

@@ -3,6 +3,7 @@
 change: every row once, duplicates refused across both tables, counts and
 reads over both, and a crash at any point loses nothing acknowledged."""
 
+import json
 import os
 import signal
 import sqlite3
@@ -193,11 +194,15 @@ def test_a_merge_pass_moves_the_inbox_in_slices_in_key_order_and_commits_go_on_b
         store.add_reports("r1", [new_message_id() for _ in range(50)], batch)
     assert _tables(tmp_path / "s.db") == (0, 2000)
     slices: list[int] = []
+    keys: list[bytes] = []  # the message ids each slice moved, slice after slice
     real = store._merge_slice
 
-    def counted(run, after, rows):
-        out = real(run, after, rows)
-        slices.append(out[1])
+    def counted(run, rowids):
+        part = run("SELECT message_id FROM report_inbox WHERE rowid IN (SELECT value FROM json_each(?)) "
+                   "ORDER BY message_id", (json.dumps(rowids),))
+        keys.extend(bytes(r[0]) for r in part)
+        out = real(run, rowids)
+        slices.append(out)
         time.sleep(0.01)  # a slow slice: commits must get in between slices
         return out
 
@@ -211,7 +216,8 @@ def test_a_merge_pass_moves_the_inbox_in_slices_in_key_order_and_commits_go_on_b
         during += not done.is_set()
     worker.join()
     assert during >= 5  # ingestion went on while the pass ran
-    assert sum(slices) >= 2000 and set(slices[:-1]) == {25}
+    assert sum(slices) == 2000 and set(slices) == {25}  # the rows waiting when the pass started
+    assert keys == sorted(keys) and len(set(keys)) == 2000  # consecutive key ranges
     store.settle()
     ids = store.message_ids("r1")
     assert ids == sorted(ids) and len(ids) == len(set(ids)) == store.count_reports("r1") >= 2000 + during
@@ -270,3 +276,98 @@ def test_a_writer_killed_at_any_point_of_its_merges_loses_no_acknowledged_row_an
     assert len(stored) - len(acknowledged) <= 10 * 50  # at most the group in flight at each kill
     store = SQLiteStore(str(path))
     assert store.count_reports("r1") == len(stored)
+
+
+def test_the_inbox_is_append_only_its_rows_keyed_by_nothing_but_their_rowid(tmp_path):
+    _store_with(tmp_path, cap=100)
+    con = sqlite3.connect(str(tmp_path / "s.db"))
+    sql = con.execute("SELECT sql FROM sqlite_master WHERE name = 'report_inbox'").fetchone()[0].upper()
+    indexes = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND "
+                                         "tbl_name = 'report_inbox' AND sql IS NOT NULL")]
+    con.close()
+    assert "PRIMARY KEY" not in sql and "WITHOUT ROWID" not in sql
+    assert indexes == ["report_inbox_round"]  # on the round alone: its entries append too
+
+
+def test_a_store_whose_inbox_was_keyed_has_its_waiting_rows_merged_and_the_table_replaced(tmp_path):
+    path = tmp_path / "s.db"
+    store = _store_with(tmp_path, cap=1000)
+    _, batch = _batch(30)
+    ids = [new_message_id() for _ in range(30)]
+    store.add_reports("r1", ids, batch)
+    store.settle()
+    con = sqlite3.connect(str(path))  # the layout of earlier versions, rows waiting in it
+    con.execute("DROP TABLE report_inbox")
+    con.execute("CREATE TABLE report_inbox (round_seq BIGINT NOT NULL, message_id BLOB NOT NULL, report BLOB NOT NULL, "
+                "step BIGINT, PRIMARY KEY (round_seq, message_id)) WITHOUT ROWID")
+    con.execute("INSERT INTO report_inbox SELECT round_seq, message_id, report, step FROM report_rows")
+    con.execute("DELETE FROM report_rows")
+    con.commit()
+    con.close()
+    again = SQLiteStore(str(path), merge_in_background=False)
+    assert _tables(path) == (30, 0)
+    assert again.message_ids("r1") == sorted(ids)
+    assert again.add_reports("r1", ids, batch) == 0
+
+
+def test_an_id_another_connection_stored_is_refused_the_sets_are_rebuilt(tmp_path):
+    path = tmp_path / "s.db"
+    store = _store_with(tmp_path, cap=1000)
+    _, batch = _batch(20)
+    ids = [new_message_id() for _ in range(20)]
+    assert store.add_reports("r1", ids[:10], batch.select(slice(0, 10))) == 10  # the round's set is built
+    con = sqlite3.connect(str(path))  # another writer of the same file
+    con.execute("INSERT INTO report_rows (round_seq, message_id, report) SELECT round_seq, ?, report FROM "
+                "report_inbox LIMIT 1", (bytes.fromhex(ids[10]),))
+    con.commit()
+    con.close()
+    assert store.add_reports("r1", ids[10:], batch.select(slice(10, 20))) == 9
+    assert store.count_reports("r1") == 20 == len(set(store.message_ids("r1")))
+
+
+def test_a_round_past_the_id_budget_is_refused_its_retries_by_its_key(tmp_path):
+    path = tmp_path / "s.db"
+    store = SQLiteStore(str(path), inbox_rows=1000, merge_in_background=False, id_budget=50)
+    cfg, batch = _batch(80)
+    store.create_round("r1", config_to_dict(cfg))
+    ids = [new_message_id() for _ in range(80)]
+    assert store.add_reports("r1", ids[:40], batch.select(slice(0, 40))) == 40
+    assert store.add_reports("r1", ids[40:60], batch.select(slice(40, 60))) == 20  # 60 ids: past the budget
+    assert _tables(path) == (0, 60)
+    mixed = ids[30:80]
+    assert store.add_reports("r1", mixed, batch.select(slice(30, 80))) == 20  # straight into report_rows
+    assert _tables(path) == (80, 0)
+    assert store.add_reports("r1", ids, batch) == 0
+    assert store.count_reports("r1") == 80 == len(set(store.message_ids("r1")))
+
+
+def test_the_ids_of_a_transaction_that_rolled_back_are_not_counted_as_stored(tmp_path):
+    store = _store_with(tmp_path, cap=1000)
+    cfg, batch = _batch(10)
+    ids = [new_message_id() for _ in range(10)]
+    good = ("r1", [bytes.fromhex(m) for m in ids], [b"\0" * 22] * 10)
+    bad = ("r1", [bytes.fromhex(new_message_id())], [])  # one id, no row: the transaction fails
+    with pytest.raises(StoreError, match="1 message ids for 0 rows"):
+        store.add_packed_groups([good, bad])
+    assert store.count_reports("r1") == 0
+    assert store.add_reports("r1", ids, batch) == 10
+
+
+def test_an_idle_store_merges_and_a_busy_one_does_not(tmp_path, monkeypatch):
+    from shoal.server.storage import sqlite as sqlite_store
+
+    monkeypatch.setattr(sqlite_store, "MERGE_IDLE_SECONDS", 0.5)
+    store = SQLiteStore(str(tmp_path / "s.db"), inbox_rows=100)
+    cfg, batch = _batch(60)
+    store.create_round("r1", config_to_dict(cfg))
+    deadline = time.monotonic() + 1.5
+    while time.monotonic() < deadline:  # commits every 50 ms: never idle for 0.5 s
+        store.add_reports("r1", [new_message_id() for _ in range(60)], batch)
+        time.sleep(0.05)
+    waiting = _tables(tmp_path / "s.db")[1]
+    assert waiting >= 60 * 10  # far past inbox_rows, and still in the inbox
+    deadline = time.monotonic() + 10
+    while _tables(tmp_path / "s.db")[1] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _tables(tmp_path / "s.db")[1] == 0
+    assert store.count_reports("r1") == _tables(tmp_path / "s.db")[0]

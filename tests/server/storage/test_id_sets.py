@@ -1,0 +1,96 @@
+"""The exact per-round sets of stored message ids that refuse a retried
+message in SQLite's append-only inbox (``server/storage/id_sets.py``)."""
+
+import numpy as np
+import pytest
+
+from shoal.server.storage.id_sets import IdSets
+
+
+def _ids(*values: int) -> list[bytes]:
+    return [v.to_bytes(16, "big") for v in values]
+
+
+def _stored(*values: int):
+    return lambda: np.frombuffer(b"".join(_ids(*values)), dtype="V16")
+
+
+def test_new_ids_are_all_fresh_and_count_as_stored_from_then_on():
+    sets = IdSets()
+    assert sets.load(1, _stored(1, 2))
+    sets.begin()
+    assert sets.fresh(1, _ids(3, 4)) is None
+    assert sets.fresh(1, _ids(4, 5)).tolist() == [False, True]  # 4 came earlier in the same transaction
+    sets.commit()
+    sets.begin()
+    assert sets.fresh(1, _ids(1, 3, 5, 6)).tolist() == [False, False, False, True]
+    assert sets.held() == 6
+
+
+def test_an_id_repeated_inside_a_batch_is_fresh_once_at_its_first_place():
+    sets = IdSets()
+    sets.load(1, _stored(9))
+    sets.begin()
+    assert sets.fresh(1, _ids(7, 8, 7, 9, 8)).tolist() == [True, True, False, False, False]
+    sets.commit()
+    assert sets.held() == 3
+
+
+def test_a_rolled_back_transaction_leaves_no_id_behind():
+    sets = IdSets()
+    sets.load(1, _stored(1))
+    sets.begin()
+    sets.fresh(1, _ids(2, 3))
+    sets.fresh(1, _ids(3, 4))
+    sets.rollback()
+    assert sets.held() == 1
+    sets.begin()
+    assert sets.fresh(1, _ids(1, 2, 3, 4)).tolist() == [False, True, True, True]
+
+
+def test_rounds_are_apart():
+    sets = IdSets()
+    sets.load(1, _stored(1))
+    sets.load(2, _stored())
+    sets.begin()
+    assert sets.fresh(2, _ids(1)) is None
+
+
+def test_the_least_recently_written_rounds_leave_when_the_budget_is_passed():
+    sets = IdSets(budget=5)
+    sets.load(1, _stored(1, 2))
+    sets.load(2, _stored(3))
+    sets.begin()
+    sets.fresh(1, _ids(4))  # round 1 written last
+    sets.commit()
+    sets.load(3, _stored(5, 6))  # 3 + 1 + 2 > 5: round 2 goes, round 1 (written since) stays
+    assert not sets.has(2) and sets.has(1) and sets.has(3)
+    assert sets.held() == 5
+
+
+def test_a_round_larger_than_the_whole_budget_has_no_set():
+    sets = IdSets(budget=2)
+    assert not sets.load(1, _stored(1, 2, 3))
+    assert sets.has(1)  # known: too large, not loaded again
+    assert not sets.load(1, _stored())
+    assert sets.load(2, _stored(1))
+    sets.begin()
+    sets.fresh(2, _ids(2, 3))  # grows past the budget
+    sets.commit()
+    assert not sets.load(2, _stored(1, 2, 3))
+
+
+def test_dropping_a_round_or_clearing_forgets_it():
+    sets = IdSets()
+    sets.load(1, _stored(1))
+    sets.load(2, _stored(2))
+    sets.drop(1)
+    assert not sets.has(1) and sets.has(2)
+    sets.clear()
+    assert sets.held() == 0 and not sets.has(2)
+
+
+@pytest.mark.parametrize("budget", [0, -1])
+def test_a_budget_below_one_is_refused(budget):
+    with pytest.raises(ValueError, match=f"the id budget must be >= 1, got {budget}"):
+        IdSets(budget)
