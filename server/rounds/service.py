@@ -268,9 +268,10 @@ class RoundService:
             asyncio.get_running_loop().call_soon(self._commit_loop_group)
         return self._count(await fut, len(messages))
 
-    def ingest_binary(self, round_id: str, body: bytes, max_reports: int) -> tuple[int, int]:
-        """A binary batch of tree reports (``common/wire/binary.py``): parsed with
-        numpy, validated like JSON reports, stored in one group commit."""
+    def _binary_group(self, round_id: str, body: bytes, max_reports: int) -> Packed:
+        """A binary batch of tree reports (``common/wire/binary.py``) parsed with
+        numpy and validated like JSON reports, as the store keeps it: ids as
+        bytes, rows as the store's ``TREE_ROW`` (no hex or column round trip)."""
         kind, cfg = self.round(round_id)
         if kind.storage != "reports" or isinstance(kind.direct_model(cfg), str):
             raise RoundStateError(f"round {round_id} is a {kind.name} round: binary batches carry tree reports; "
@@ -284,9 +285,18 @@ class RoundService:
         except ShoalError:
             self.metrics["rejected_invalid"] += 1
             raise
-        # Stored as they came (ids as bytes, rows as the store's TREE_ROW): no hex or column round trip.
-        packed = (round_id, list(records["message_id"].tolist()), report_rows.pack_tree_rows(records["row"]))
-        return self._count(self.committer.submit(packed).result(), len(records))
+        return round_id, list(records["message_id"].tolist()), report_rows.pack_tree_rows(records["row"])
+
+    def ingest_binary(self, round_id: str, body: bytes, max_reports: int) -> tuple[int, int]:
+        """Store a binary batch (``_binary_group``) in one group commit; returns (new, duplicates)."""
+        group = self._binary_group(round_id, body, max_reports)
+        return self._count(self.committer.submit(group).result(), len(group[1]))
+
+    async def ingest_binary_async(self, round_id: str, body: bytes, max_reports: int) -> tuple[int, int]:
+        """As ``ingest_binary``, on the event loop (parsing a batch of 1000 takes
+        ~0.1 ms), awaiting the commit instead of holding a worker thread."""
+        group = self._binary_group(round_id, body, max_reports)
+        return self._count(await asyncio.wrap_future(self.committer.submit(group)), len(group[1]))
 
     def ingest_sealed(self, round_id: str, sealed: list[str]) -> tuple[int, int, list[Refused]]:
         """A shuffled batch, item by item (``rounds/sealed.py``): returns (new,

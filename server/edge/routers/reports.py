@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Request
-from starlette.concurrency import run_in_threadpool
 
 from shoal.common.errors import ReportError
 from shoal.common.wire.binary import CONTENT_TYPE, SKETCH_MAGIC, sketch_message
@@ -56,7 +55,7 @@ async def post_binary(round_id: str, request: Request, service: Service, setting
         message = sketch_message(body, round_id)
         new, dup = await service.ingest_async(round_id, [message])
         return AcceptedOut(accepted=new, duplicates=dup)
-    new, dup = await run_in_threadpool(service.ingest_binary, round_id, body, settings.max_batch)
+    new, dup = await service.ingest_binary_async(round_id, body, settings.max_batch)
     return AcceptedOut(accepted=new, duplicates=dup)
 
 
