@@ -4,8 +4,6 @@ checkpointer that keeps the WAL file bounded (issue 13)."""
 from __future__ import annotations
 
 import contextlib
-import functools
-import json
 import os
 import sqlite3
 import threading
@@ -13,68 +11,27 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import numpy as np
-from numpy.typing import NDArray
-
-from shoal.server.storage.id_sets import ID_BUDGET, IdSets
+from shoal.server.storage.id_sets import ID_BUDGET
+from shoal.server.storage.sqlite_inbox import InboxStore
 from shoal.server.storage.store import (
-    ROW_COLUMNS,
     WAL_KEEP_BYTES,
     WAL_TRUNCATE_BYTES,
     IdRange,
     Run,
-    Store,
     StoreError,
     T,
     storage_errors,
 )
 
 CACHE_BYTES = 64 << 20  # the writing connection's page cache
-INBOX_ROWS = 65_536  # inbox rows that start a merge pass into ``report_rows`` once the store is idle
-INBOX_MAX_ROWS = 1 << 22  # ... and that start one under load (in the commit that reaches twice this: at once)
-APPEND_ROWS = 16_000  # inbox rows per statement (2 parameters each, under SQLite's 32766)
-MERGE_IDLE_SECONDS = 0.25  # no commit for this long: the store is idle
-MERGE_SLICE_SECONDS = 0.005  # a merge slice's statements aim at this (its commit's fsync comes on top)
-MERGE_PAUSE_SECONDS = 0.005  # between slices: commits waiting for the lock take it
-MERGE_SLICE_ROWS = (64, 65_536)  # the range a slice's size adapts in
-_INBOX_TABLE = """CREATE TABLE IF NOT EXISTS report_inbox (
-    round_seq BIGINT NOT NULL, message_id BLOB NOT NULL, report BLOB NOT NULL, step BIGINT)"""
-_IN_SLICE = "rowid IN (SELECT value FROM json_each(?))"  # a slice: inbox rowids, as one JSON array parameter
 
 
-class SQLiteStore(Store):
+class SQLiteStore(InboxStore):
     """The embedded default: one file, WAL journal, fsync on every commit.
 
-    New rows are appended to the inbox (``Store.inbox``): a table with no
-    key but its rowid (and an index on the round, whose entries append too),
-    so a commit writes about as many pages as its rows fill, where a keyed
-    insert of random message ids writes a random page per row (issue 42:
-    1000-row commits, SQLite alone, 9.3 ms into a keyed inbox, 13.8 with the
-    lookup into ``report_rows`` that refused merged ids, 1.42 appended).
-    Retried ids are refused by exact per-round sets of the stored ids
-    (``id_sets.py``), so an id is stored once across both tables; a round
-    too large for the sets' memory budget goes straight into
-    ``report_rows``, refused by its key as before the inbox.
-
-    The inbox is merged into ``report_rows`` in key order (each page of a
-    round's rows written about once a pass) by a background pass
-    (``_merge_loop``), when the store has been idle ``MERGE_IDLE_SECONDS``
-    with ``inbox_rows`` waiting, or under load once ``inbox_max_rows`` wait;
-    decode reads and ``message_ids`` merge it first (``settle``). A pass
-    sorts the inbox's rowids by key on a reader connection (no lock held),
-    then moves them in slices, each its own transaction of about
-    ``MERGE_SLICE_SECONDS`` with a pause between them (issue 44: a merge
-    inside a request's commit held the write lock 1.1-1.9 s at 10^6 rows).
-    A slice moves its rows and deletes them from the inbox in one
-    transaction, so a SIGKILL at any moment leaves each row in exactly one of
-    the two tables."""
-
-    inbox = "report_inbox"
-    inbox_rows = INBOX_ROWS
-    inbox_max_rows = INBOX_MAX_ROWS
-    concat_reports = ("SELECT CAST(group_concat(report, x'') AS BLOB), count(*) FROM "
-                      "(SELECT report, message_id FROM report_rows WHERE {where} UNION ALL "
-                      "SELECT report, message_id FROM report_inbox WHERE {where} ORDER BY message_id)")
+    The inbox (``sqlite_inbox.py``): new rows are appended to a table
+    without a key and merged into ``report_rows`` in key order when the
+    store is idle; retried ids are refused by exact id sets."""
 
     def __init__(self, path: str, read_only: bool = False, inbox_rows: int | None = None,
                  merge_in_background: bool = True, id_budget: int = ID_BUDGET) -> None:
@@ -119,18 +76,8 @@ class SQLiteStore(Store):
         # After a checkpoint lets the log restart, the file is cut back to this
         # size (otherwise it keeps its largest size for ever).
         self._conn.execute(f"PRAGMA journal_size_limit={WAL_KEEP_BYTES}")
-        self._ids = IdSets(id_budget)
         self._data_version = int(self._conn.execute("PRAGMA data_version").fetchone()[0])
-        self._in_inbox = 0  # rows this process put in the inbox, less those merged since (when to merge)
-        self._inbox_count_lock = threading.Lock()
-        self._writing = 0  # report writes in progress (``_add_row_groups``)
-        self._last_write = time.monotonic()  # when the last one ended
-        self._tx_inbox = 0  # rows the open transaction put in the inbox (-1: it merged the whole inbox)
-        # the open transaction's new inbox rows by (round seq, step), appended by ``_end_groups``
-        self._tx_appends: dict[tuple[int, int | None], tuple[list[bytes], list[bytes]]] = {}
-        self._merge_wanted = threading.Event()
-        self._pass_lock = threading.Lock()  # one merge pass at a time (the merger's or settle's)
-        self._slice_rows = 1024
+        self._init_inbox_state(id_budget)
         self._last_commit = time.monotonic()
         self._dirty = False
         self._background = merge_in_background
@@ -138,198 +85,6 @@ class SQLiteStore(Store):
         threading.Thread(target=self._checkpoint_loop, daemon=True, name="sqlite-checkpoint").start()
         if merge_in_background:
             threading.Thread(target=self._merge_loop, daemon=True, name="sqlite-merge").start()
-
-    # -- the inbox --
-    def _init_inbox(self) -> None:
-        """The append-only inbox. A store made before it (a keyed ``WITHOUT
-        ROWID`` inbox) has its waiting rows merged and the table replaced, in
-        one transaction."""
-        old = self._execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'report_inbox'")
-        if old and "WITHOUT ROWID" in str(old[0][0]).upper():
-            self._in_transaction(self._replace_keyed_inbox)
-        self._execute(_INBOX_TABLE)
-        self._execute("CREATE INDEX IF NOT EXISTS report_inbox_round ON report_inbox (round_seq)")
-
-    def _replace_keyed_inbox(self, run: Run) -> None:
-        self._merge(run)
-        run("DROP TABLE report_inbox", ())
-
-    def _stored_ids(self, run: Run, seq: int) -> NDArray[np.void]:
-        """The round's stored message ids in both tables (V16), in one statement step."""
-        raw = run("SELECT CAST(group_concat(message_id, x'') AS BLOB) FROM (SELECT message_id FROM report_rows "
-                  "WHERE round_seq = ? UNION ALL SELECT message_id FROM report_inbox WHERE round_seq = ?)",
-                  (seq, seq))[0][0]
-        return np.frombuffer(bytes(raw or b""), dtype="V16")
-
-    def _insert_group(self, run: Run, seq: int, keys: list[bytes], packed: list[bytes], step: int | None,
-                      bulk: int) -> int:
-        """Append the group's new rows to the inbox (refused ids: the round's
-        id set). A transaction of ``inbox_rows`` or more (a bulk load) goes
-        straight into ``report_rows`` once the inbox is merged: through the
-        inbox it would be written twice for nothing. A round without a set
-        (past the budget) goes there too, its key refusing retried ids, once
-        none of its rows wait in the inbox."""
-        if not self._ids.load(seq, lambda: self._stored_ids(run, seq)):
-            if run("SELECT 1 FROM report_inbox WHERE round_seq = ? LIMIT 1", (seq,)):
-                self._merge(run)
-            return self._insert_rows(run, "report_rows", seq, keys, packed, step, ignore=True)
-        mask = self._ids.fresh(seq, keys)
-        if mask is not None:
-            keys = np.array(keys, dtype=object)[mask].tolist()
-            packed = np.array(packed, dtype=object)[mask].tolist()
-        if bulk >= self.inbox_rows:
-            if self._tx_inbox >= 0 and (self._in_inbox or self._tx_inbox):
-                self._merge(run)
-            # the key stays a backstop; the set already refused every stored id
-            return self._insert_rows(run, "report_rows", seq, keys, packed, step, ignore=True)
-        pending_keys, pending_rows = self._tx_appends.setdefault((seq, step), ([], []))
-        pending_keys.extend(keys)
-        pending_rows.extend(packed)
-        return len(keys)
-
-    def _end_groups(self, run: Run) -> None:
-        """Append the transaction's new rows to the inbox: one statement per
-        ``APPEND_ROWS`` rows of a round, whatever the groups (each statement is
-        a GIL release and re-take for the committing thread, which under load
-        waits for the request threads each time); then a backlog the merger
-        lost to (twice ``inbox_max_rows``) is merged in this transaction."""
-        self._append_pending(run)
-        if self._tx_inbox >= 0 and self._in_inbox + self._tx_inbox >= 2 * self.inbox_max_rows:
-            self._merge(run)
-
-    def _append_pending(self, run: Run) -> None:
-        appends, self._tx_appends = self._tx_appends, {}
-        for (seq, step), (keys, packed) in appends.items():
-            for i in range(0, len(keys), APPEND_ROWS):
-                new = self._insert_rows(run, "report_inbox", seq, keys[i:i + APPEND_ROWS],
-                                        packed[i:i + APPEND_ROWS], step, ignore=False)
-                if self._tx_inbox >= 0:
-                    self._tx_inbox += new
-
-    def _forget_rows(self, seq: int) -> None:
-        self._ids.drop(seq)
-
-    def _add_row_groups(self, groups: list[tuple[str, list[bytes], Any]], only_open: bool = False,
-                        stamp: bool = False) -> list[int]:
-        with self._inbox_count_lock:
-            self._writing += 1
-        try:
-            counts = super()._add_row_groups(groups, only_open, stamp)
-        finally:
-            with self._inbox_count_lock:
-                self._writing -= 1
-                self._last_write = time.monotonic()
-        if self._in_inbox >= self.inbox_rows:
-            if self._background:
-                self._merge_wanted.set()
-            else:
-                self._merge_pass()
-        return counts
-
-    def _merge(self, run: Run) -> None:
-        """Move every inbox row into ``report_rows``, in key order (each page of
-        the rounds' rows written once), inside the caller's transaction: a
-        crash leaves them all in one table or the other. The id sets keep
-        every id out of both tables but once, so ``OR IGNORE`` only keeps the
-        merge from failing if that were ever broken. Rows this transaction
-        has yet to append go in first."""
-        self._append_pending(run)
-        run(f"INSERT OR IGNORE INTO report_rows ({ROW_COLUMNS}) SELECT {ROW_COLUMNS} FROM report_inbox "
-            "ORDER BY round_seq, message_id", ())
-        run("DELETE FROM report_inbox", ())
-        self._tx_inbox = -1
-
-    def _merge_slice(self, run: Run, rowids: list[int]) -> int:
-        """Move the inbox rows ``rowids`` (consecutive in key order) into
-        ``report_rows`` inside the caller's transaction; returns how many moved
-        (rows deleted meanwhile with their round are not there to move)."""
-        slice_ids = json.dumps(rowids)
-        run(f"INSERT OR IGNORE INTO report_rows ({ROW_COLUMNS}) SELECT {ROW_COLUMNS} FROM report_inbox "
-            f"WHERE {_IN_SLICE} ORDER BY round_seq, message_id", (slice_ids,))
-        run(f"DELETE FROM report_inbox WHERE {_IN_SLICE}", (slice_ids,))
-        return int(run("SELECT changes()", ())[0][0])
-
-    def _inbox_order(self) -> list[int]:
-        """The rowids of the inbox's rows, in key order, sorted by SQLite on a
-        reader connection (a snapshot: commits go on, no lock is held) and
-        returned in one step as a JSON array."""
-        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        try:
-            with storage_errors(sqlite3.OperationalError):
-                conn.execute("PRAGMA busy_timeout=10000")
-                text = conn.execute("SELECT json_group_array(rowid) FROM (SELECT rowid FROM report_inbox "
-                                    "ORDER BY round_seq, message_id)").fetchone()[0]
-        finally:
-            conn.close()
-        return list(json.loads(text))
-
-    def _idle(self) -> bool:
-        """No report write in progress, and none for ``MERGE_IDLE_SECONDS``
-        (a write waiting on a checkpoint is not idleness)."""
-        with self._inbox_count_lock:
-            return not self._writing and time.monotonic() - self._last_write >= MERGE_IDLE_SECONDS
-
-    def _merge_loop(self) -> None:
-        """Run a merge pass when ``inbox_rows`` wait and the store is idle (the
-        pass stops at the next report write, the rest waits for the next
-        quiet moment), or when ``inbox_max_rows`` wait (to the end); woken by
-        commits that reach ``inbox_rows``, checked every ``MERGE_IDLE_SECONDS``."""
-        while True:
-            self._merge_wanted.wait(MERGE_IDLE_SECONDS)
-            self._merge_wanted.clear()
-            backlog = self._in_inbox >= self.inbox_max_rows
-            if not backlog and (self._in_inbox < self.inbox_rows or not self._idle()):
-                continue
-            try:
-                self._merge_pass(while_idle=not backlog)
-            except StoreError:  # storage unavailable now: the next wake tries again
-                time.sleep(1.0)
-
-    def _timed_slice(self, run: Run, rowids: list[int], spent: list[float]) -> int:
-        """``_merge_slice``; its seconds appended to ``spent``."""
-        t = time.perf_counter()
-        out = self._merge_slice(run, rowids)
-        spent.append(time.perf_counter() - t)
-        return out
-
-    def _merge_pass(self, while_idle: bool = False) -> int:
-        """Every inbox row present when the pass starts moved into
-        ``report_rows`` by slices in key order; each slice's size adapts so it
-        holds the write lock ``MERGE_SLICE_SECONDS``. ``while_idle``: stop
-        after the slice during which report writes came (the rest stays in the
-        inbox, each row in one table). Returns the rows moved."""
-        lo, hi = MERGE_SLICE_ROWS
-        total = 0
-        with self._pass_lock:
-            order = self._inbox_order()
-            at = 0
-            while at < len(order):
-                spent: list[float] = []
-                size = min(max(self._slice_rows, lo), hi)
-                moved = self._in_transaction(functools.partial(self._timed_slice, rowids=order[at:at + size],
-                                                               spent=spent))
-                at += size
-                with self._inbox_count_lock:
-                    self._in_inbox = max(0, self._in_inbox - moved)
-                total += moved
-                # Geometric step toward the size that takes MERGE_SLICE_SECONDS.
-                scale = (MERGE_SLICE_SECONDS / max(spent[0], 1e-4)) ** 0.5
-                self._slice_rows = int(min(max(self._slice_rows * scale, lo), hi))
-                if at < len(order):
-                    if while_idle and (self._writing or time.monotonic() - self._last_write < MERGE_IDLE_SECONDS):
-                        break
-                    time.sleep(MERGE_PAUSE_SECONDS)
-        return total
-
-    def settle(self) -> None:
-        """Merge the inbox into ``report_rows`` now (a read-only store never
-        writes: its writer settles before its readers read, ``RoundService.cluster``
-        before a Dask decode). Every row in the inbox when it starts is merged
-        when it returns (in slices: ingestion into other rounds goes on between them)."""
-        if self._read_only:
-            return
-        if self._execute("SELECT 1 FROM report_inbox LIMIT 1"):
-            self._merge_pass()
 
     @contextlib.contextmanager
     def external_readers(self) -> Iterator[None]:
@@ -391,6 +146,11 @@ class SQLiteStore(Store):
             return os.path.getsize(self.path + "-wal")
         except OSError:
             return 0
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        conn.execute("PRAGMA busy_timeout=10000")
+        return conn
 
     def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with self._lock, storage_errors(sqlite3.OperationalError):

@@ -184,7 +184,7 @@ def test_the_background_merger_empties_a_full_inbox_after_the_commits_that_fille
 def test_a_merge_pass_moves_the_inbox_in_slices_in_key_order_and_commits_go_on_between_them(tmp_path, monkeypatch):
     import threading
 
-    from shoal.server.storage import sqlite as sqlite_store
+    from shoal.server.storage import sqlite_inbox as sqlite_store
 
     monkeypatch.setattr(sqlite_store, "MERGE_SLICE_ROWS", (25, 25))  # 25 rows a slice
     store = SQLiteStore(str(tmp_path / "s.db"), inbox_rows=10**6, merge_in_background=False)
@@ -354,7 +354,7 @@ def test_the_ids_of_a_transaction_that_rolled_back_are_not_counted_as_stored(tmp
 
 
 def test_an_idle_store_merges_and_a_busy_one_does_not(tmp_path, monkeypatch):
-    from shoal.server.storage import sqlite as sqlite_store
+    from shoal.server.storage import sqlite_inbox as sqlite_store
 
     monkeypatch.setattr(sqlite_store, "MERGE_IDLE_SECONDS", 0.5)
     store = SQLiteStore(str(tmp_path / "s.db"), inbox_rows=100)
