@@ -28,7 +28,7 @@ def create_app(settings: Settings) -> FastAPI:
         db_url=settings.db_url, key_path=settings.key_path, decode_lease_seconds=settings.decode_lease_seconds,
         decode_memory_bytes=settings.decode_memory_bytes, report_retention_days=settings.report_retention_days,
         dask_scheduler=settings.dask_scheduler, dask_deadline_seconds=settings.dask_deadline_seconds,
-        dask_fallback=settings.dask_fallback))
+        dask_fallback=settings.dask_fallback, id_set_budget=settings.id_set_budget))
 
     app.state.registry = metrics.install(app, app.state.service)
     guard(app, settings.max_body_bytes, body_seconds=settings.body_seconds)

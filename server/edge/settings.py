@@ -23,7 +23,11 @@ then is given up, its round back to ``closed`` with the error, and answers
 503) and SHOAL_DASK_FALLBACK (default false: a decode Dask lost answers 503;
 true: it is decoded in the server's own process instead) and
 SHOAL_DEVICE_ORIGINS (default empty: origins, comma separated, of web pages
-whose browser devices may call the device endpoints; ``common/services/device_cors.py``).
+whose browser devices may call the device endpoints; ``common/services/device_cors.py``)
+and SHOAL_ID_SET_BUDGET (default 4,194,304: message ids a SQLite store keeps
+in memory to refuse retried messages, ~82 bytes each; a round past it is
+refused its retries by its table's key, at a slower ingestion;
+``storage/id_sets.py``).
 Tokens must have at least 16 characters.
 """
 
@@ -37,6 +41,7 @@ from shoal.common.errors import ConfigError
 from shoal.common.services.device_cors import parse_origins
 from shoal.common.services.environment import ServiceEnvironment, read_environment
 from shoal.server.rounds.reduction import check_scheduler
+from shoal.server.storage.id_sets import ID_BUDGET
 
 
 def is_loopback(host: str) -> bool:
@@ -71,6 +76,7 @@ class Settings:
     dask_deadline_seconds: float = 0.0
     dask_fallback: bool = False
     device_origins: tuple[str, ...] = ()
+    id_set_budget: int = ID_BUDGET
 
     def __post_init__(self) -> None:
         if not self.operator_token or not self.shuffler_token:
@@ -106,6 +112,8 @@ class Settings:
                               "(0: from the round's size)")
         if self.device_origins != parse_origins(",".join(self.device_origins)):
             raise ConfigError(f"device_origins must be parsed origins (parse_origins), got {self.device_origins!r}")
+        if self.id_set_budget < 1:
+            raise ConfigError(f"SHOAL_ID_SET_BUDGET={self.id_set_budget} must be >= 1")
         if self.max_batch < 1 or self.max_body_bytes < 1024:
             raise ConfigError(f"bad limits: max_batch={self.max_batch}, max_body_bytes={self.max_body_bytes}")
 
@@ -130,6 +138,7 @@ class ServerEnvironment(ServiceEnvironment):
     dask_scheduler: str = Settings.dask_scheduler
     dask_deadline_seconds: float = Settings.dask_deadline_seconds
     dask_fallback: bool = Settings.dask_fallback
+    id_set_budget: int = Settings.id_set_budget
 
 
 def load_settings(host: str = "127.0.0.1", db_url: str | None = None, dask: str | None = None) -> Settings:
@@ -156,4 +165,5 @@ def load_settings(host: str = "127.0.0.1", db_url: str | None = None, dask: str 
         dask_deadline_seconds=env.dask_deadline_seconds,
         dask_fallback=env.dask_fallback,
         device_origins=parse_origins(env.device_origins),
+        id_set_budget=env.id_set_budget,
     )

@@ -55,6 +55,7 @@ from shoal.server.rounds.sealed import Refused, open_items, valid_part
 from shoal.server.rounds.steps import Steps
 from shoal.server.storage import report_rows
 from shoal.server.storage.factory import open_store
+from shoal.server.storage.id_sets import ID_BUDGET
 from shoal.server.storage.store import NOT_OPEN, Packed, RoundRow, packed_reports
 
 log = logging.getLogger("shoal.server.rounds")
@@ -76,6 +77,7 @@ class RoundsSettings:
     dask_scheduler: str = ""  # decodes sum their reports on this Dask scheduler ("": in this process)
     dask_deadline_seconds: float = 0.0  # a decode on Dask is given up after this (0: from the round's size)
     dask_fallback: bool = False  # a decode Dask lost runs in this process instead of answering 503
+    id_set_budget: int = ID_BUDGET  # message ids a SQLite store keeps in memory (``storage/id_sets.py``)
 
 
 class RoundService:
@@ -84,7 +86,7 @@ class RoundService:
 
     def __init__(self, settings: RoundsSettings) -> None:
         self.settings = settings
-        self.store = open_store(settings.db_url)
+        self.store = open_store(settings.db_url, id_budget=settings.id_set_budget)
         self.key = load_or_create_key(settings.key_path)
         self.public_key = base64.b64encode(public_key_bytes(self.key.public_key())).decode()
         self.identity = load_or_create_signing_key(identity_path(settings.key_path))

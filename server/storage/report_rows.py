@@ -40,6 +40,8 @@ def message_keys(message_ids: list[str]) -> list[bytes]:
         raw = bytes.fromhex("".join(message_ids))
     except ValueError as exc:
         raise StoreError(f"message ids must be 32 hex digits: {exc}") from exc
+    if len(raw) != 16 * len(message_ids):  # fromhex skips spaces: "ab cd..." is 32 characters, 15 bytes
+        raise StoreError("message ids must be 32 hex digits")
     return list(np.frombuffer(raw, dtype="V16").tolist())
 
 

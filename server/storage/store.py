@@ -8,10 +8,10 @@ acknowledged but never stored twice, and decoding reads a round back with
 one vectorised pass. Device identities are never stored: a row has no sender.
 
 SQLite takes new rows into an append-only inbox first (``Store.inbox``,
-``sqlite.py``), deduplicated against exact per-round sets of the stored ids
-(``id_sets.py``), and merges it into ``report_rows`` in key order when the
-store is idle (issue 42: a keyed insert of random ids rewrites a random page
-per row, five times an append's cost). Counts and deletions see both tables,
+``sqlite_inbox.py``), deduplicated against exact per-round sets of the
+stored ids (``id_sets.py``), and merges it into ``report_rows`` in key order
+when the store is idle (issue 42: a keyed insert of random ids writes a
+random page per row; 1000-row commits took 9.3 ms keyed, 1.42 appended). Counts and deletions see both tables,
 and so does a step's close (``load_steps``: a read that must not write);
 every decode read (``iter_rows``) and ``message_ids`` merge the inbox first
 (``settle``), so they read one table.
@@ -116,7 +116,7 @@ class Store(abc.ABC):
                       "(SELECT report FROM report_rows WHERE {where} ORDER BY message_id)")
     integrity_errors: tuple[type[BaseException], ...] = (sqlite3.IntegrityError,)
     # Where new rows go first ("": straight into ``report_rows``; SQLite's
-    # append-only inbox, ``sqlite.py``); counts, deletions and step reads see it too.
+    # append-only inbox, ``sqlite_inbox.py``); counts, deletions and step reads see it too.
     inbox = ""
 
     def __init__(self) -> None:

@@ -154,3 +154,20 @@ def test_a_shuffler_url_that_is_not_http_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="SHOAL_SHUFFLER_URL must be an http"):
         Settings(db_url=f"sqlite:///{tmp_path}/s.db", operator_token=OP, shuffler_token="s" * 20,
                  shuffler_url="ftp://x")
+
+
+@pytest.mark.parametrize("budget", [0, -1])
+def test_an_id_set_budget_below_one_is_refused(tmp_path, budget):
+    with pytest.raises(ConfigError, match=f"SHOAL_ID_SET_BUDGET={budget} must be >= 1"):
+        Settings(db_url=f"sqlite:///{tmp_path}/s.db", operator_token=OP, shuffler_token="s" * 20,
+                 id_set_budget=budget)
+
+
+def test_the_id_set_budget_reaches_the_sqlite_store_from_the_environment(tmp_path, monkeypatch):
+    from shoal.server.edge.settings import load_settings
+
+    monkeypatch.setenv("SHOAL_ID_SET_BUDGET", "1234")
+    settings = load_settings(db_url=f"sqlite:///{tmp_path}/s.db")
+    app = create_app(Settings(**{**settings.__dict__, "key_path": f"{tmp_path}/k.pem"}))
+    assert settings.id_set_budget == 1234
+    assert app.state.service.store._ids.budget == 1234
