@@ -289,14 +289,10 @@ class RoundService:
             raise
         return round_id, list(records["message_id"].tolist()), report_rows.pack_tree_rows(records["row"])
 
-    def ingest_binary(self, round_id: str, body: bytes, max_reports: int) -> tuple[int, int]:
-        """Store a binary batch (``_binary_group``) in one group commit; returns (new, duplicates)."""
-        group = self._binary_group(round_id, body, max_reports)
-        return self._count(self.committer.submit(group).result(), len(group[1]))
-
     async def ingest_binary_async(self, round_id: str, body: bytes, max_reports: int) -> tuple[int, int]:
-        """As ``ingest_binary``, on the event loop (parsing a batch of 1000 takes
-        ~0.1 ms), awaiting the commit instead of holding a worker thread."""
+        """Store a binary batch (``_binary_group``) in one group commit, on the
+        event loop (parsing a batch of 1000 takes ~0.1 ms), awaiting the commit
+        instead of holding a worker thread; returns (new, duplicates)."""
         group = self._binary_group(round_id, body, max_reports)
         return self._count(await asyncio.wrap_future(self.committer.submit(group)), len(group[1]))
 

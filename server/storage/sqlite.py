@@ -106,8 +106,7 @@ class SQLiteStore(InboxStore):
         writer, copies every frame and empties the file). Under continuous load
         PASSIVE alone never let the WAL restart: it reached 1.94 GB beside a
         65.6 MB database (issue 13)."""
-        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        conn.execute("PRAGMA busy_timeout=10000")
+        conn = self._connect()
         last = time.monotonic()
         while True:
             time.sleep(0.1)
@@ -180,10 +179,9 @@ class SQLiteStore(InboxStore):
                 + " ORDER BY message_id LIMIT ?)")
         with self._readers_lock:
             self._readers += 1
-        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        conn = self._connect()
         try:
             with storage_errors(sqlite3.OperationalError):
-                conn.execute("PRAGMA busy_timeout=10000")
                 conn.execute("BEGIN")
                 op, after = ">=", lo if lo is not None else b""
                 while True:
@@ -211,13 +209,13 @@ class SQLiteStore(InboxStore):
                     self._ids.clear()
                     self._data_version = version
                 self._ids.begin()
-                self._tx_inbox = 0
+                self._tx_inbox, self._tx_merged = 0, False
                 self._tx_appends = {}
                 out = work(lambda sql, params: self._conn.execute(sql, params).fetchall())
                 self._conn.execute("COMMIT")
                 self._ids.commit()
                 with self._inbox_count_lock:
-                    self._in_inbox = 0 if self._tx_inbox < 0 else self._in_inbox + self._tx_inbox
+                    self._in_inbox = self._waiting()
                 self._last_commit, self._dirty = time.monotonic(), True
             except BaseException:
                 self._ids.rollback()

@@ -75,7 +75,8 @@ class InboxStore(Store):
         self._inbox_count_lock = threading.Lock()
         self._writing = 0  # report writes in progress (``_add_row_groups``)
         self._last_write = time.monotonic()  # when the last one ended
-        self._tx_inbox = 0  # rows the open transaction put in the inbox (-1: it merged the whole inbox)
+        self._tx_inbox = 0  # rows the open transaction appended to the inbox (since its merge, if it merged)
+        self._tx_merged = False  # the open transaction merged the whole inbox
         # the open transaction's new inbox rows by (round seq, step), appended by ``_end_groups``
         self._tx_appends: dict[tuple[int, int | None], tuple[list[bytes], list[bytes]]] = {}
         self._merge_wanted = threading.Event()
@@ -124,7 +125,7 @@ class InboxStore(Store):
             keys = np.array(keys, dtype=object)[mask].tolist()
             packed = np.array(packed, dtype=object)[mask].tolist()
         if bulk >= self.inbox_rows:
-            if self._tx_inbox >= 0 and (self._in_inbox or self._tx_inbox):
+            if self._waiting():
                 self._merge(run)
             # the key stays a backstop; the set already refused every stored id
             return self._insert_rows(run, "report_rows", seq, keys, packed, step, ignore=True)
@@ -140,7 +141,7 @@ class InboxStore(Store):
         waits for the request threads each time); then a backlog the merger
         lost to (twice ``inbox_max_rows``) is merged in this transaction."""
         self._append_pending(run)
-        if self._tx_inbox >= 0 and self._in_inbox + self._tx_inbox >= 2 * self.inbox_max_rows:
+        if self._waiting() >= 2 * self.inbox_max_rows:
             self._merge(run)
 
     def _append_pending(self, run: Run) -> None:
@@ -149,8 +150,11 @@ class InboxStore(Store):
             for i in range(0, len(keys), APPEND_ROWS):
                 new = self._insert_rows(run, "report_inbox", seq, keys[i:i + APPEND_ROWS],
                                         packed[i:i + APPEND_ROWS], step, ignore=False)
-                if self._tx_inbox >= 0:
-                    self._tx_inbox += new
+                self._tx_inbox += new
+
+    def _waiting(self) -> int:
+        """Inbox rows inside the open transaction (this process's count)."""
+        return (0 if self._tx_merged else self._in_inbox) + self._tx_inbox
 
     def _forget_rows(self, seq: int) -> None:
         self._ids.drop(seq)
@@ -183,7 +187,7 @@ class InboxStore(Store):
         run(f"INSERT OR IGNORE INTO report_rows ({ROW_COLUMNS}) SELECT {ROW_COLUMNS} FROM report_inbox "
             "ORDER BY round_seq, message_id", ())
         run("DELETE FROM report_inbox", ())
-        self._tx_inbox = -1
+        self._tx_inbox, self._tx_merged = 0, True
 
     def _merge_slice(self, run: Run, rowids: list[int]) -> int:
         """Move the inbox rows ``rowids`` (consecutive in key order) into
