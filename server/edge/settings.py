@@ -25,7 +25,7 @@ true: it is decoded in the server's own process instead) and
 SHOAL_DEVICE_ORIGINS (default empty: origins, comma separated, of web pages
 whose browser devices may call the device endpoints; ``common/services/device_cors.py``)
 and SHOAL_ID_SET_BUDGET (default 4,194,304: message ids a SQLite store keeps
-in memory to refuse retried messages, ~82 bytes each; a round past it is
+in memory to refuse retried messages, ~90 bytes each; a round past it is
 refused its retries by its table's key, at a slower ingestion;
 ``storage/id_sets.py``).
 Tokens must have at least 16 characters.

@@ -4,26 +4,98 @@ SQLite's inbox is an append-only table (``sqlite.py``, issue 42): it has no
 key to refuse a retried message, so the store asks these sets instead. A set
 is exact: built from both tables the first time a round is written, and
 kept to what transactions committed (``begin`` / ``commit`` / ``rollback``
-around each one: a rolled-back transaction's ids are taken out again), so a message id is stored at most once per
-round as long as every writer of the file is this store (the store drops
-every set when another connection wrote: ``PRAGMA data_version``).
+around each one: a rolled-back transaction's ids are taken out again), so a
+message id is stored at most once per round as long as every writer of the
+file is this store (the store drops every set when another connection
+wrote: ``PRAGMA data_version``).
 
-Memory is bounded: about 82 bytes an id in CPython (a 16-byte ``bytes`` and
-its slot; measured: 82.6 MB for 10^6 ids). Past ``budget`` ids in all, the
-least recently written rounds' sets are dropped (rebuilt when written
-again); a round larger than the whole budget gets no set (``None``), and the
-store falls back to its primary key for it.
+A round's ids are ``SHARDS`` dicts of ids to None, by ranges of each id's
+first byte, for two pauses a plain ``set`` made in the server, each
+holding the GIL and so every request (issue 42, 10^6 reports over 16
+connections): a full garbage collection walks every element of a set (138 ms
+at 987k ids), while CPython never tracks a dict of bytes and None; and a
+set or dict doubling past ~350k and ~700k ids rehashes them all at once
+(40-100 ms), where a shard rehashes 1-2% of them, and shards of unequal
+sizes at different moments.
+
+Memory is bounded: about 90 bytes an id in CPython (a 16-byte ``bytes`` and
+its dict entry; measured: 42 MB of dict for 10^6 ids, beside the bytes).
+Past ``budget`` ids in all, the least recently written rounds' sets are
+dropped (rebuilt when written again); a round larger than the whole budget
+gets no set, and the store falls back to its primary key for it.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Callable
+from collections import OrderedDict, deque
+from collections.abc import Callable, Sequence
+from itertools import repeat
+from operator import itemgetter
 
 import numpy as np
 from numpy.typing import NDArray
 
-ID_BUDGET = 1 << 22  # ids held in all (~350 MB at most)
+ID_BUDGET = 1 << 22  # ids held in all (~380 MB at most)
+# A round's ids in 64 dicts by the id's first byte, in ranges 2-6 values wide:
+# shards of unequal sizes double at different moments, so no commit pays
+# for all of them (equal shards all crossed 2/3 full within a few commits).
+_WIDTHS = [2, 3, 4, 5, 6] * 12 + [4] * 4
+SHARDS = len(_WIDTHS)
+_SHARD_OF = np.repeat(np.arange(SHARDS, dtype=np.uint8), _WIDTHS)  # first byte -> shard
+
+
+def _shard_slices(keys: Sequence[bytes]) -> list[tuple[int, Sequence[bytes]]]:
+    """``keys`` grouped by shard, each group in the keys' order: (shard, its
+    keys) for each shard with any. Numpy finds the groups; the keys are
+    gathered in C (``itemgetter``), never by a Python loop per key."""
+    if not keys:
+        return []
+    raw = np.frombuffer(b"".join(keys), dtype=np.uint8)
+    if raw.shape[0] != 16 * len(keys):
+        raise ValueError("message keys must be 16 bytes each")
+    first = _SHARD_OF[raw[::16]]
+    order = np.argsort(first, kind="stable")
+    ordered = itemgetter(*order.tolist())(keys) if len(keys) > 1 else (keys[0],)
+    counts = np.bincount(first, minlength=SHARDS)
+    ends = np.cumsum(counts)
+    return [(s, ordered[int(ends[s] - counts[s]):int(ends[s])]) for s in np.flatnonzero(counts).tolist()]
+
+
+class _RoundIds:
+    """One round's ids: ``SHARDS`` dicts (module docstring)."""
+
+    def __init__(self, keys: Sequence[bytes]) -> None:
+        self.shards: list[dict[bytes, None]] = [{} for _ in range(SHARDS)]
+        self.count = 0
+        self.add(_shard_slices(keys))
+
+    def disjoint(self, parts: list[tuple[int, Sequence[bytes]]]) -> bool:
+        return all(self.shards[s].keys().isdisjoint(part) for s, part in parts)
+
+    def add(self, parts: list[tuple[int, Sequence[bytes]]]) -> int:
+        """Add the keys; returns how many were not there."""
+        before = self.count
+        for s, part in parts:
+            shard = self.shards[s]
+            self.count -= len(shard)
+            shard.update(dict.fromkeys(part))
+            self.count += len(shard)
+        return self.count - before
+
+    def discard(self, parts: list[tuple[int, Sequence[bytes]]]) -> None:
+        """Take the keys out (those there), iterating in C."""
+        for s, part in parts:
+            shard = self.shards[s]
+            self.count -= len(shard)
+            deque(map(shard.pop, part, repeat(None)), maxlen=0)
+            self.count += len(shard)
+
+    def seen(self, parts: list[tuple[int, Sequence[bytes]]]) -> set[bytes]:
+        """The keys that are there."""
+        out: set[bytes] = set()
+        for s, part in parts:
+            out |= self.shards[s].keys() & set(part)
+        return out
 
 
 class IdSets:
@@ -34,13 +106,13 @@ class IdSets:
         if budget < 1:
             raise ValueError(f"the id budget must be >= 1, got {budget}")
         self.budget = budget
-        self._sets: OrderedDict[int, set[bytes]] = OrderedDict()  # least recently written first
+        self._sets: OrderedDict[int, _RoundIds] = OrderedDict()  # least recently written first
         self._added: list[tuple[int, list[bytes]]] = []  # the open transaction's new ids, by round
         self._too_large: set[int] = set()  # rounds past the budget: no set
 
     def held(self) -> int:
         """Ids held in all (committed sets)."""
-        return sum(len(s) for s in self._sets.values())
+        return sum(s.count for s in self._sets.values())
 
     def has(self, seq: int) -> bool:
         """Is there a set for the round (or is it known to be too large)?"""
@@ -56,7 +128,7 @@ class IdSets:
             if ids.shape[0] > self.budget:
                 self._too_large.add(seq)
                 return False
-            self._sets[seq] = set(ids.tolist())
+            self._sets[seq] = _RoundIds(ids.tolist())
             self._shrink(keep=seq)
         return True
 
@@ -65,24 +137,23 @@ class IdSets:
         added earlier in this transaction, not repeated earlier in ``keys``
         (None: all of them). They join the set at once, and leave it again if
         the transaction rolls back. Without duplicates (the common case) two
-        C-level passes over the keys (a disjointness test and an update);
-        with them, numpy over the batch."""
+        C-level passes over each shard's keys (a disjointness test and an
+        update); with them, numpy over the batch."""
         base = self._sets[seq]
-        if base.isdisjoint(keys):
-            before = len(base)
-            base.update(keys)
-            if len(base) - before == len(keys):
+        parts = _shard_slices(keys)
+        if base.disjoint(parts):
+            if base.add(parts) == len(keys):
                 self._added.append((seq, keys))
                 return None
-            base.difference_update(keys)  # a key repeated inside the batch: none of them was there
+            base.discard(parts)  # a key repeated inside the batch: none of them was there
         arr = np.array(keys, dtype="S16")  # fixed-width bytes compare whole (every key is 16 bytes)
         mask = np.zeros(len(keys), dtype=bool)
         mask[np.unique(arr, return_index=True)[1]] = True  # first occurrences
-        seen = base.intersection(keys)
+        seen = base.seen(parts)
         if seen:
             mask &= ~np.isin(arr, np.array(sorted(seen), dtype="S16"))
         new = np.array(keys, dtype=object)[mask].tolist()
-        base.update(new)
+        base.add(_shard_slices(new))
         self._added.append((seq, new))
         return mask
 
@@ -103,7 +174,7 @@ class IdSets:
         them was there before it: ``fresh`` adds only new ids)."""
         for seq, keys in self._added:
             if seq in self._sets:
-                self._sets[seq].difference_update(keys)
+                self._sets[seq].discard(_shard_slices(keys))
         self._added = []
 
     def drop(self, seq: int) -> None:
@@ -121,7 +192,7 @@ class IdSets:
         """Drop the least recently written sets until the total fits the budget
         (``keep``'s own set stays: it fits alone); a set grown past the whole
         budget is dropped and its round marked too large."""
-        if len(self._sets.get(keep, ())) > self.budget:
+        if keep in self._sets and self._sets[keep].count > self.budget:
             self._sets.pop(keep)
             self._too_large.add(keep)
         total = self.held()
@@ -129,4 +200,4 @@ class IdSets:
             if total <= self.budget:
                 break
             if seq != keep:
-                total -= len(self._sets.pop(seq))
+                total -= self._sets.pop(seq).count

@@ -42,8 +42,8 @@ from shoal.server.storage import report_rows
 from shoal.server.storage.report_rows import StoreError
 
 ROUND_STATES = ("open", "closed", "decoding", "done", "failed")
-WAL_TRUNCATE_BYTES = 16 << 20  # a WAL file past this is checkpointed and emptied
-WAL_KEEP_BYTES = 4 << 20  # the WAL file is cut back to this once its log restarts
+WAL_TRUNCATE_BYTES = 16 << 20  # WAL frames past this: the log is made to restart (SQLite's ``_checkpoint_loop``)
+WAL_KEEP_BYTES = 32 << 20  # a restarting log's file is cut back to this (above the last: under load, to nothing)
 _CHUNK = 8000  # rows (x 2 parameters) per statement: under SQLite's 32766 and PostgreSQL's 65535
 NOT_OPEN = -1  # ``_add_row_groups``: the group's round was not open when the transaction read it
 T = TypeVar("T")

@@ -94,3 +94,29 @@ def test_dropping_a_round_or_clearing_forgets_it():
 def test_a_budget_below_one_is_refused(budget):
     with pytest.raises(ValueError, match=f"the id budget must be >= 1, got {budget}"):
         IdSets(budget)
+
+
+def test_random_ids_over_every_shard_are_fresh_exactly_as_a_python_set_says():
+    rng = np.random.default_rng(3)
+    pool = [bytes(rng.integers(0, 256, 16, dtype=np.uint8)) for _ in range(2000)]  # first bytes: every shard
+    sets = IdSets()
+    sets.load(1, lambda: np.frombuffer(b"".join(pool[:300]), dtype="V16"))
+    seen = set(pool[:300])
+    for _ in range(20):
+        batch = [pool[i] for i in rng.integers(0, len(pool), size=int(rng.integers(1, 300)))]
+        want = []
+        for k in batch:
+            want.append(k not in seen)
+            seen.add(k)
+        sets.begin()
+        mask = sets.fresh(1, batch)
+        assert (np.ones(len(batch), dtype=bool) if mask is None else mask).tolist() == want
+        sets.commit()
+    assert sets.held() == len(seen)
+    sets.begin()
+    extra = [bytes(rng.integers(0, 256, 16, dtype=np.uint8)) for _ in range(200)]
+    assert sets.fresh(1, extra) is None
+    sets.rollback()
+    assert sets.held() == len(seen)
+    sets.begin()
+    assert sets.fresh(1, extra) is None  # rolled back: new again

@@ -371,3 +371,38 @@ def test_an_idle_store_merges_and_a_busy_one_does_not(tmp_path, monkeypatch):
         time.sleep(0.05)
     assert _tables(tmp_path / "s.db")[1] == 0
     assert store.count_reports("r1") == _tables(tmp_path / "s.db")[0]
+
+
+@pytest.mark.parametrize("width", [22, 16, 8 * 13])
+def test_rows_of_any_one_width_go_in_as_sent_in_one_statement(tmp_path, width):
+    """``_insert_rows`` binds a group's keys and rows as two blobs that SQLite
+    splits back (every byte value survives, step column included), and counts
+    the rows a keyed insert stored."""
+    store = SQLiteStore(str(tmp_path / "s.db"), merge_in_background=False)
+    rng = np.random.default_rng(width)
+    keys = [bytes(rng.integers(0, 256, 16, dtype=np.uint8)) for _ in range(300)]
+    rows = [bytes(rng.integers(0, 256, width, dtype=np.uint8)) for _ in range(300)]
+    statements: list[str] = []
+
+    def insert(run, table, step, ignore, ks=keys, rs=rows):
+        def counted(sql, params):
+            statements.append(sql)
+            return run(sql, params)
+        return store._insert_rows(counted, table, 7, ks, rs, step, ignore)
+
+    assert store._in_transaction(lambda run: insert(run, "report_inbox", 5, False)) == 300
+    assert len(statements) == 1
+    got = store._execute("SELECT round_seq, message_id, report, step FROM report_inbox ORDER BY rowid")
+    assert got == [(7, k, r, 5) for k, r in zip(keys, rows, strict=True)]
+    assert store._in_transaction(lambda run: insert(run, "report_rows", None, True, keys[:200], rows[:200])) == 200
+    assert store._in_transaction(lambda run: insert(run, "report_rows", None, True)) == 100  # 200 were there
+    got = store._execute("SELECT message_id, report, step FROM report_rows ORDER BY message_id")
+    assert got == sorted((k, r, None) for k, r in zip(keys, rows, strict=True))
+
+
+def test_rows_of_unequal_widths_go_in_as_sent_too(tmp_path):
+    store = SQLiteStore(str(tmp_path / "s.db"), merge_in_background=False)
+    keys = [bytes([i]) * 16 for i in range(1, 6)]
+    rows = [bytes([i]) * (8 * i) for i in range(1, 6)]
+    assert store._in_transaction(lambda run: store._insert_rows(run, "report_inbox", 3, keys, rows, None, False)) == 5
+    assert store._execute("SELECT message_id, report FROM report_inbox ORDER BY rowid") == list(zip(keys, rows, strict=True))
