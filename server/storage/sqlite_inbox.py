@@ -22,7 +22,8 @@ from shoal.server.storage.store import ROW_COLUMNS, Run, Store, StoreError, stor
 
 INBOX_ROWS = 65_536  # inbox rows that start a merge pass into ``report_rows`` once the store is idle
 INBOX_MAX_ROWS = 1 << 22  # ... and that start one under load (in the commit that reaches twice this: at once)
-APPEND_ROWS = 1 << 16  # inbox rows per statement (``_insert_rows``: 2.5 MB of parameters at most, tree rows)
+APPEND_ROWS = 1 << 16  # inbox rows a transaction appends per call of ``_insert_rows``
+SPLIT_BYTES = 4 << 20  # bytes of keys and rows bound to one statement at most (``_insert_rows``)
 MERGE_IDLE_SECONDS = 0.25  # no report write for this long: the store is idle
 MERGE_SLICE_SECONDS = 0.005  # a merge slice's statements aim at this (its commit's fsync comes on top)
 MERGE_PAUSE_SECONDS = 0.005  # between slices: commits waiting for the lock take it
@@ -172,10 +173,15 @@ class InboxStore(Store):
         if (len(keys) != len(packed) or not width or set(map(len, packed)) != {width}
                 or set(map(len, keys)) != {16}):
             return super()._insert_rows(run, table, seq, keys, packed, step, ignore)
-        verb = "INSERT OR IGNORE INTO" if ignore else "INSERT INTO"
-        run(_SPLIT_INSERT.format(verb=verb, table=table),
-            (int(seq), len(keys), b"".join(keys), b"".join(packed), width, None if step is None else int(step)))
-        return int(run("SELECT changes()", ())[0][0]) if ignore else len(keys)
+        sql = _SPLIT_INSERT.format(verb="INSERT OR IGNORE INTO" if ignore else "INSERT INTO", table=table)
+        per = max(1, SPLIT_BYTES // (16 + width))  # rows a statement, so wide rows bind a few MB, not a group's all
+        new = 0
+        for i in range(0, len(keys), per):
+            part = keys[i:i + per]
+            run(sql, (int(seq), len(part), b"".join(part), b"".join(packed[i:i + per]), width,
+                      None if step is None else int(step)))
+            new += int(run("SELECT changes()", ())[0][0]) if ignore else len(part)
+        return new
 
     def _waiting(self) -> int:
         """Inbox rows inside the open transaction (this process's count)."""

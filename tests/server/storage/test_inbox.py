@@ -400,6 +400,25 @@ def test_rows_of_any_one_width_go_in_as_sent_in_one_statement(tmp_path, width):
     assert got == sorted((k, r, None) for k, r in zip(keys, rows, strict=True))
 
 
+def test_wide_rows_are_split_over_statements_of_a_few_megabytes(tmp_path, monkeypatch):
+    from shoal.server.storage import sqlite_inbox
+
+    monkeypatch.setattr(sqlite_inbox, "SPLIT_BYTES", 1000)  # (16 + 104) bytes a row: 8 rows a statement
+    store = SQLiteStore(str(tmp_path / "s.db"), merge_in_background=False)
+    keys = [bytes([i]) * 16 for i in range(1, 21)]
+    rows = [bytes([i]) * 104 for i in range(1, 21)]
+    statements: list[str] = []
+
+    def insert(run):
+        return store._insert_rows(lambda sql, p: statements.append(sql) or run(sql, p), "report_rows", 3, keys, rows,
+                                  None, True)
+
+    assert store._in_transaction(insert) == 20
+    assert sum("WITH RECURSIVE" in s for s in statements) == 3  # 8 + 8 + 4
+    assert store._execute("SELECT message_id, report FROM report_rows ORDER BY message_id") == list(
+        zip(keys, rows, strict=True))
+
+
 def test_rows_of_unequal_widths_go_in_as_sent_too(tmp_path):
     store = SQLiteStore(str(tmp_path / "s.db"), merge_in_background=False)
     keys = [bytes([i]) * 16 for i in range(1, 6)]
