@@ -136,8 +136,15 @@ class SQLiteStore(InboxStore):
                             self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
                 elif (time.monotonic() - self._last_commit > idle_seconds and self.wal_bytes() > 0
                       and not self._readers):
-                    with self._lock:  # on the writer's connection: a TRUNCATE elsewhere reads as another writer
-                        self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+                    # On the writer's connection (a TRUNCATE elsewhere reads as another writer), without
+                    # waiting: a reader of another process holding a snapshot makes it busy at once, and
+                    # the next idle pass tries again, instead of a commit waiting behind the lock meanwhile.
+                    with self._lock:
+                        self._conn.execute("PRAGMA busy_timeout=0")
+                        try:
+                            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+                        finally:
+                            self._conn.execute("PRAGMA busy_timeout=10000")
             except sqlite3.Error:  # busy or disk full: the next pass tries again
                 continue
 

@@ -394,3 +394,33 @@ def test_the_wal_restarts_under_back_to_back_commits_and_is_emptied_once_idle(tm
         time.sleep(0.05)
     assert store.wal_bytes() == 0
     assert store.count_reports("r1") == written
+
+
+def test_an_idle_truncate_does_not_wait_for_another_process_s_reader(tmp_path):
+    """A snapshot held by a reader the store does not know of makes the idle
+    TRUNCATE busy at once (it tries again later); a commit meanwhile does
+    not wait behind it."""
+    import sqlite3
+    import time
+
+    path = tmp_path / "s.db"
+    store = SQLiteStore(str(path), inbox_rows=10**9)
+    cfg, batch = _batch(200)
+    store.create_round("r1", config_to_dict(cfg))
+    store.add_reports("r1", [new_message_id() for _ in range(len(batch))], batch)
+    reader = sqlite3.connect(str(path), isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT COUNT(*) FROM report_inbox").fetchone()  # a snapshot in the WAL, held
+    try:
+        time.sleep(1.6)  # past the idle second: the checkpointer tries its TRUNCATE (busy)
+        start = time.monotonic()
+        store.add_reports("r1", [new_message_id() for _ in range(len(batch))], batch)
+        assert time.monotonic() - start < 1.0
+    finally:
+        reader.execute("COMMIT")
+        reader.close()
+    deadline = time.monotonic() + 5.0
+    while store.wal_bytes() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert store.wal_bytes() == 0  # emptied once the reader let go
+    assert store.count_reports("r1") == 2 * len(batch)
