@@ -24,6 +24,7 @@ from shoal.server.storage.store import (
 )
 
 CACHE_BYTES = 64 << 20  # the writing connection's page cache
+BUSY_MS = 10_000  # how long a statement waits for another connection's lock
 
 
 class SQLiteStore(InboxStore):
@@ -52,7 +53,7 @@ class SQLiteStore(InboxStore):
             if not os.path.exists(path):
                 raise StoreError(f"no SQLite store at {path!r}")
             self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-            self._conn.execute("PRAGMA busy_timeout=10000")
+            self._conn.execute(f"PRAGMA busy_timeout={BUSY_MS}")
             return
         self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         # Pages freed by deleted reports go back to the file system (``reclaim``);
@@ -60,7 +61,7 @@ class SQLiteStore(InboxStore):
         self._conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=FULL")
-        self._conn.execute("PRAGMA busy_timeout=10000")
+        self._conn.execute(f"PRAGMA busy_timeout={BUSY_MS}")
         # ``report_rows`` is keyed by random message ids, so a merge writes
         # random leaf pages: SQLite's default 2 MiB page cache made most of them
         # a read from the file (measured: 116k rows/s at 2 MiB, 157k at 64 MiB,
@@ -144,7 +145,7 @@ class SQLiteStore(InboxStore):
                         try:
                             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
                         finally:
-                            self._conn.execute("PRAGMA busy_timeout=10000")
+                            self._conn.execute(f"PRAGMA busy_timeout={BUSY_MS}")
             except sqlite3.Error:  # busy or disk full: the next pass tries again
                 continue
 
@@ -173,7 +174,7 @@ class SQLiteStore(InboxStore):
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        conn.execute("PRAGMA busy_timeout=10000")
+        conn.execute(f"PRAGMA busy_timeout={BUSY_MS}")
         return conn
 
     def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

@@ -22,7 +22,6 @@ from shoal.server.storage.store import ROW_COLUMNS, Run, Store, StoreError, stor
 
 INBOX_ROWS = 65_536  # inbox rows that start a merge pass into ``report_rows`` once the store is idle
 INBOX_MAX_ROWS = 1 << 22  # ... and that start one under load (in the commit that reaches twice this: at once)
-APPEND_ROWS = 1 << 16  # inbox rows a transaction appends per call of ``_insert_rows``
 SPLIT_BYTES = 4 << 20  # bytes of keys and rows bound to one statement at most (``_insert_rows``)
 MERGE_IDLE_SECONDS = 0.25  # no report write for this long: the store is idle
 MERGE_SLICE_SECONDS = 0.005  # a merge slice's statements aim at this (its commit's fsync comes on top)
@@ -141,7 +140,7 @@ class InboxStore(Store):
 
     def _end_groups(self, run: Run) -> None:
         """Append the transaction's new rows to the inbox: one statement per
-        ``APPEND_ROWS`` rows of a round, whatever the groups (each statement is
+        round (``_insert_rows``: 4 MB of rows at most each), whatever the groups (each statement is
         a GIL release and re-take for the committing thread, which under load
         waits for the request threads each time); then a backlog the merger
         lost to (twice ``inbox_max_rows``) is merged in this transaction."""
@@ -152,10 +151,7 @@ class InboxStore(Store):
     def _append_pending(self, run: Run) -> None:
         appends, self._tx_appends = self._tx_appends, {}
         for (seq, step), (keys, packed) in appends.items():
-            for i in range(0, len(keys), APPEND_ROWS):
-                new = self._insert_rows(run, "report_inbox", seq, keys[i:i + APPEND_ROWS],
-                                        packed[i:i + APPEND_ROWS], step, ignore=False)
-                self._tx_inbox += new
+            self._tx_inbox += self._insert_rows(run, "report_inbox", seq, keys, packed, step, ignore=False)
 
     def _insert_rows(self, run: Run, table: str, seq: int, keys: list[bytes], packed: list[bytes],
                      step: int | None, ignore: bool) -> int:
@@ -173,14 +169,14 @@ class InboxStore(Store):
         if (len(keys) != len(packed) or not width or set(map(len, packed)) != {width}
                 or set(map(len, keys)) != {16}):
             return super()._insert_rows(run, table, seq, keys, packed, step, ignore)
-        sql = _SPLIT_INSERT.format(verb="INSERT OR IGNORE INTO" if ignore else "INSERT INTO", table=table)
+        sql = _SPLIT_INSERT.format(verb=self.insert_ignore if ignore else "INSERT INTO", table=table)
         per = max(1, SPLIT_BYTES // (16 + width))  # rows a statement, so wide rows bind a few MB, not a group's all
         new = 0
         for i in range(0, len(keys), per):
             part = keys[i:i + per]
             run(sql, (int(seq), len(part), b"".join(part), b"".join(packed[i:i + per]), width,
                       None if step is None else int(step)))
-            new += int(run("SELECT changes()", ())[0][0]) if ignore else len(part)
+            new += int(run(self.inserted_sql, ())[0][0]) if ignore else len(part)
         return new
 
     def _waiting(self) -> int:
