@@ -414,9 +414,41 @@ def test_wide_rows_are_split_over_statements_of_a_few_megabytes(tmp_path, monkey
                                   None, True)
 
     assert store._in_transaction(insert) == 20
-    assert sum("WITH RECURSIVE" in s for s in statements) == 3  # 8 + 8 + 4
+    assert sum("inbox_positions" in s for s in statements) == 3  # 8 + 8 + 4
     assert store._execute("SELECT message_id, report FROM report_rows ORDER BY message_id") == list(
         zip(keys, rows, strict=True))
+
+
+def test_a_statement_inserts_at_most_a_row_per_position(tmp_path, monkeypatch):
+    """The positions table bounds a statement's rows: narrow rows that fit the
+    byte limit many times over still go in as ceil(rows / POSITIONS) statements."""
+    from shoal.server.storage import sqlite_inbox
+
+    monkeypatch.setattr(sqlite_inbox, "POSITIONS", 7)  # before the store fills its positions table
+    store = SQLiteStore(str(tmp_path / "s.db"), merge_in_background=False)
+    assert store._execute("SELECT count(*), min(i), max(i) FROM temp.inbox_positions") == [(7, 0, 6)]
+    keys = [bytes([i]) * 16 for i in range(1, 21)]
+    rows = [bytes([i]) * 22 for i in range(1, 21)]
+    statements: list[str] = []
+
+    def insert(run):
+        return store._insert_rows(lambda sql, p: statements.append(sql) or run(sql, p), "report_inbox", 3, keys, rows,
+                                  None, False)
+
+    assert store._in_transaction(insert) == 20
+    assert len(statements) == 3  # 7 + 7 + 6
+    assert store._execute("SELECT message_id, report FROM report_inbox ORDER BY rowid") == list(
+        zip(keys, rows, strict=True))
+
+
+def test_the_positions_table_stays_out_of_the_store_file(tmp_path):
+    """It is the writer connection's temporary table: another connection to
+    the file (a reader, an auditor) does not see it."""
+    SQLiteStore(str(tmp_path / "s.db"), merge_in_background=False)
+    con = sqlite3.connect(tmp_path / "s.db")
+    names = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
+    con.close()
+    assert "inbox_positions" not in names
 
 
 def test_rows_of_unequal_widths_go_in_as_sent_too(tmp_path):
