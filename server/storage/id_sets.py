@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
-from itertools import repeat
+from itertools import islice, repeat
 from operator import itemgetter
 
 import numpy as np
@@ -69,8 +69,24 @@ class _RoundIds:
         self.count = 0
         self.add(_shard_slices(keys))
 
-    def disjoint(self, parts: list[tuple[int, Sequence[bytes]]]) -> bool:
-        return all(self.shards[s].keys().isdisjoint(part) for s, part in parts)
+    def add_all_new(self, parts: list[tuple[int, Sequence[bytes]]]) -> bool:
+        """Add the keys if every one is new (none there, none repeated): one
+        C-level pass over each shard's keys. Otherwise the shards are left as
+        they were and False returned: a dict keeps insertion order, so the keys
+        a refused part added are its last ones, taken out again in C."""
+        done = []
+        for s, part in parts:
+            shard = self.shards[s]
+            before = len(shard)
+            shard.update(dict.fromkeys(part))
+            grown = len(shard) - before
+            if grown != len(part):
+                deque(map(shard.pop, list(islice(reversed(shard), grown))), maxlen=0)
+                self.discard(done)
+                return False
+            self.count += grown
+            done.append((s, part))
+        return True
 
     def add(self, parts: list[tuple[int, Sequence[bytes]]]) -> int:
         """Add the keys; returns how many were not there."""
@@ -136,16 +152,14 @@ class IdSets:
         """Which of ``keys`` are new to the round's loaded set: not stored, not
         added earlier in this transaction, not repeated earlier in ``keys``
         (None: all of them). They join the set at once, and leave it again if
-        the transaction rolls back. Without duplicates (the common case) two
-        C-level passes over each shard's keys (a disjointness test and an
-        update); with them, numpy over the batch."""
+        the transaction rolls back. Without duplicates (the common case) one
+        C-level pass over each shard's keys (``add_all_new``); with them, numpy
+        over the batch."""
         base = self._sets[seq]
         parts = _shard_slices(keys)
-        if base.disjoint(parts):
-            if base.add(parts) == len(keys):
-                self._added.append((seq, keys))
-                return None
-            base.discard(parts)  # a key repeated inside the batch: none of them was there
+        if base.add_all_new(parts):
+            self._added.append((seq, keys))
+            return None
         arr = np.array(keys, dtype="S16")  # fixed-width bytes compare whole (every key is 16 bytes)
         mask = np.zeros(len(keys), dtype=bool)
         mask[np.unique(arr, return_index=True)[1]] = True  # first occurrences

@@ -96,6 +96,22 @@ def test_a_budget_below_one_is_refused(budget):
         IdSets(budget)
 
 
+def test_a_batch_repeating_a_stored_id_leaves_every_shard_as_it_was_but_for_its_new_ids():
+    """The one-pass path adds a batch's keys shard by shard and, at the first
+    key already there, takes out what it added (earlier shards' keys and the
+    refused shard's new ones) before the batch goes the slow way."""
+    stored = [bytes([b]) + bytes(15) for b in (0, 100, 200)]
+    sets = IdSets()
+    sets.load(1, lambda: np.frombuffer(b"".join(stored), dtype="V16"))
+    new = [bytes([b]) + bytes([1]) * 15 for b in (0, 50, 100, 150, 250)]
+    batch = new[:3] + [stored[1]] + new[3:]  # the stored id in the middle shard
+    sets.begin()
+    assert sets.fresh(1, batch).tolist() == [True, True, True, False, True, True]
+    sets.commit()
+    held = sorted(k for shard in sets._sets[1].shards for k in shard)
+    assert held == sorted(stored + new) and sets.held() == 8
+
+
 def test_random_ids_over_every_shard_are_fresh_exactly_as_a_python_set_says():
     rng = np.random.default_rng(3)
     pool = [bytes(rng.integers(0, 256, 16, dtype=np.uint8)) for _ in range(2000)]  # first bytes: every shard
@@ -112,6 +128,8 @@ def test_random_ids_over_every_shard_are_fresh_exactly_as_a_python_set_says():
         mask = sets.fresh(1, batch)
         assert (np.ones(len(batch), dtype=bool) if mask is None else mask).tolist() == want
         sets.commit()
+        held = [k for shard in sets._sets[1].shards for k in shard]
+        assert len(held) == len(set(held)) and set(held) == seen  # a refused fast path leaves no key behind
     assert sets.held() == len(seen)
     sets.begin()
     extra = [bytes(rng.integers(0, 256, 16, dtype=np.uint8)) for _ in range(200)]
