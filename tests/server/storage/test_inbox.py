@@ -405,18 +405,25 @@ def test_wide_rows_are_split_over_statements_of_a_few_megabytes(tmp_path, monkey
 
     monkeypatch.setattr(sqlite_inbox, "SPLIT_BYTES", 1000)  # (16 + 104) bytes a row: 8 rows a statement
     store = SQLiteStore(str(tmp_path / "s.db"), merge_in_background=False)
-    keys = [bytes([i]) * 16 for i in range(1, 21)]
-    rows = [bytes([i]) * 104 for i in range(1, 21)]
-    statements: list[str] = []
-
-    def insert(run):
-        return store._insert_rows(lambda sql, p: statements.append(sql) or run(sql, p), "report_rows", 3, keys, rows,
-                                  None, True)
-
-    assert store._in_transaction(insert) == 20
+    keys, rows, stored, statements = _twenty_rows_inserted(store, 104, "report_rows", ignore=True)
+    assert stored == 20
     assert sum("inbox_positions" in s for s in statements) == 3  # 8 + 8 + 4
     assert store._execute("SELECT message_id, report FROM report_rows ORDER BY message_id") == list(
         zip(keys, rows, strict=True))
+
+
+def _twenty_rows_inserted(store, width, table, ignore):
+    """20 rows of ``width`` bytes through ``_insert_rows`` in one transaction:
+    (keys, rows, rows stored, the statements run)."""
+    keys = [bytes([i]) * 16 for i in range(1, 21)]
+    rows = [bytes([i]) * width for i in range(1, 21)]
+    statements: list[str] = []
+
+    def insert(run):
+        return store._insert_rows(lambda sql, p: statements.append(sql) or run(sql, p), table, 3, keys, rows,
+                                  None, ignore)
+
+    return keys, rows, store._in_transaction(insert), statements
 
 
 def test_a_statement_inserts_at_most_a_row_per_position(tmp_path, monkeypatch):
@@ -427,15 +434,8 @@ def test_a_statement_inserts_at_most_a_row_per_position(tmp_path, monkeypatch):
     monkeypatch.setattr(sqlite_inbox, "POSITIONS", 7)  # before the store fills its positions table
     store = SQLiteStore(str(tmp_path / "s.db"), merge_in_background=False)
     assert store._execute("SELECT count(*), min(i), max(i) FROM temp.inbox_positions") == [(7, 0, 6)]
-    keys = [bytes([i]) * 16 for i in range(1, 21)]
-    rows = [bytes([i]) * 22 for i in range(1, 21)]
-    statements: list[str] = []
-
-    def insert(run):
-        return store._insert_rows(lambda sql, p: statements.append(sql) or run(sql, p), "report_inbox", 3, keys, rows,
-                                  None, False)
-
-    assert store._in_transaction(insert) == 20
+    keys, rows, stored, statements = _twenty_rows_inserted(store, 22, "report_inbox", ignore=False)
+    assert stored == 20
     assert len(statements) == 3  # 7 + 7 + 6
     assert store._execute("SELECT message_id, report FROM report_inbox ORDER BY rowid") == list(
         zip(keys, rows, strict=True))
