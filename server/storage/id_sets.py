@@ -74,7 +74,7 @@ class _RoundIds:
         C-level pass over each shard's keys. Otherwise the shards are left as
         they were and False returned: a dict keeps insertion order, so the keys
         a refused part added are its last ones, taken out again in C."""
-        done = []
+        done: list[tuple[int, Sequence[bytes]]] = []
         for s, part in parts:
             shard = self.shards[s]
             before = len(shard)
