@@ -148,10 +148,11 @@ class InboxStore(Store):
 
     def _end_groups(self, run: Run) -> None:
         """Append the transaction's new rows to the inbox: one statement per
-        round (``_insert_rows``: 4 MB of rows at most each), whatever the groups (each statement is
-        a GIL release and re-take for the committing thread, which under load
-        waits for the request threads each time); then a backlog the merger
-        lost to (twice ``inbox_max_rows``) is merged in this transaction."""
+        round whatever the groups (``_insert_rows``: at most ``SPLIT_BYTES``
+        and ``POSITIONS`` rows each; each statement is a GIL release and
+        re-take for the committing thread, which under load waits for the
+        request threads each time); then a backlog the merger lost to (twice
+        ``inbox_max_rows``) is merged in this transaction."""
         self._append_pending(run)
         if self._waiting() >= 2 * self.inbox_max_rows:
             self._merge(run)
