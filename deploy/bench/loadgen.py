@@ -31,7 +31,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from shoal.server.edge.settings import is_loopback
+from shoal.common.wire.transport import is_loopback_host
 
 
 async def _worker(host: str, port: int, path: str, headers: bytes, bodies: list[bytes], next_index: list[int],
@@ -70,7 +70,7 @@ async def run_load(url: str, bodies: list[bytes], concurrency: int, headers: dic
     (closed loop, or open loop at ``rate`` requests/s)."""
     parsed = urlparse(url)
     host, port = parsed.hostname or "", parsed.port or 80
-    if not is_loopback(host):
+    if not is_loopback_host(host):
         raise ValueError(f"the load generator only targets loopback addresses, not {host!r}")
     extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items()).encode()
     latencies: list[float] = []

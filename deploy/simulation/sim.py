@@ -35,6 +35,7 @@ from shoal.common.wire.envelope import seal
 from shoal.common.wire.messages import sealed_share_parts, submission_json
 from shoal.common.wire.models import DeviceMessage
 from shoal.common.wire.signing import config_digest
+from shoal.common.wire.transport import is_loopback_host
 from shoal.deploy.simulation.datasets import (
     Dataset,
     city_locations,
@@ -49,7 +50,6 @@ from shoal.deploy.simulation.processes import Services, enrol_tokens
 from shoal.deploy.simulation.senders import send_devices
 from shoal.deploy.simulation.simulate import format_centers
 from shoal.server.decoders.kmeans import kmeans_cost
-from shoal.server.edge.settings import is_loopback
 
 
 def _dataset(args: argparse.Namespace) -> Dataset:
@@ -271,7 +271,7 @@ def run_sim(args: argparse.Namespace) -> int:
     services = None
     if args.server_url:
         host = urlparse(args.server_url).hostname or ""
-        if not is_loopback(host) and not args.allow_non_loopback:
+        if not is_loopback_host(host) and not args.allow_non_loopback:
             print(f"shoal sim: only loopback servers may be targeted, not {host}", file=sys.stderr)
             return 2
         server_url, shuffler_url = args.server_url.rstrip("/"), args.shuffler_url

@@ -33,25 +33,15 @@ Tokens must have at least 16 characters.
 
 from __future__ import annotations
 
-import ipaddress
 import secrets
 from dataclasses import dataclass
 
 from shoal.common.errors import ConfigError
 from shoal.common.services.device_cors import parse_origins
 from shoal.common.services.environment import ServiceEnvironment, read_environment
+from shoal.common.wire.transport import is_loopback_host
 from shoal.server.rounds.reduction import check_scheduler
 from shoal.server.storage.id_sets import ID_BUDGET
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
 
 MIN_TOKEN_CHARS = 16  # bearer tokens shorter than this are refused at start
 
@@ -86,7 +76,7 @@ class Settings:
                 raise ConfigError(f"{name} is too short: {len(tok)} characters, at least {MIN_TOKEN_CHARS} are required")
         if self.operator_token == self.shuffler_token:
             raise ConfigError("the operator and shuffler tokens must differ")
-        if self.generated_tokens and not is_loopback(self.host):
+        if self.generated_tokens and not is_loopback_host(self.host):
             raise ConfigError(
                 f"refusing to serve on {self.host} with generated tokens: set "
                 "SHOAL_OPERATOR_TOKEN and SHOAL_SHUFFLER_TOKEN"

@@ -106,6 +106,19 @@ def test_a_short_token_is_refused_at_start_without_echoing_it(tmp_path, field):
     assert "short-secret" not in str(exc.value)
 
 
+@pytest.mark.parametrize("host", ["0.0.0.0", "10.0.0.5", "example.org"])
+def test_generated_tokens_are_refused_off_loopback(tmp_path, host):
+    with pytest.raises(ConfigError, match=f"refusing to serve on {host} with generated tokens"):
+        Settings(db_url=f"sqlite:///{tmp_path}/s.db", operator_token=OP, shuffler_token="s" * 20, host=host,
+                 generated_tokens=True)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.3.4.5", "::1", "localhost", "LocalHost"])
+def test_generated_tokens_serve_on_loopback(tmp_path, host):
+    assert Settings(db_url=f"sqlite:///{tmp_path}/s.db", operator_token=OP, shuffler_token="s" * 20, host=host,
+                    generated_tokens=True).host == host
+
+
 def test_the_connection_stays_usable_after_user_mistakes(server):
     with httpx.Client(base_url=server.url) as c:
         for _ in range(20):
