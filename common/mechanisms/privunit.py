@@ -275,17 +275,30 @@ def decode(
     return out / params.scale
 
 
-def sample_decoded(x: NDArray[np.float64], params: PrivUnitParams, rng: np.random.Generator) -> NDArray[np.float64]:
+def sample_decoded(x: NDArray[np.float64], params: PrivUnitParams, rng: np.random.Generator,
+                   row_sign: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
     """Draw decode(select(x)) from its distribution, without the codebook (simulation only).
 
     Given u, <V_J, u> is a uniform pick among the top K (with prob. p_c) or
     the other N - K of N i.i.d. t's, and the rest of V_J is uniform on the
     sphere orthogonal to u. In CDF space: Y = U_(N-K) ~ Beta(N-K, K+1); the
     top K are i.i.d. uniform on (Y, 1); the bottom N - K are Y itself and
-    N - K - 1 i.i.d. uniform on (0, Y)."""
+    N - K - 1 i.i.d. uniform on (0, Y).
+
+    ``row_sign`` (+-1 per row): sample for the rows x * row_sign without
+    building them (the encoder's Hadamard signs), the same draws in the same
+    order as ``round_to_sphere`` of those rows. The orthogonal part is
+    g - <g, u> u for standard normals g, whose norm is sqrt(|g|^2 - <g, u>^2),
+    so the output is a g + b u with per-row a, b: two reductions and three
+    passes over one n x d buffer besides u (issue 42: this is half of a
+    simulated encode; built through w it took five passes and two more
+    buffers). Rows where that difference loses its digits (g nearly along u,
+    possible only in very few dimensions) are projected explicitly."""
     x = _check_dim(x, params)
-    u = round_to_sphere(x, rng)
     n, big, k, a = x.shape[0], params.candidates, params.cap, params.dim / 2.0 - 0.5
+    # round_to_sphere, its division and sign folded into one scale a row (and its draw in the same place)
+    norms = np.sqrt(np.einsum("ij,ij->i", x, x))
+    fair = np.where(rng.random(n) < (1 + np.minimum(norms, 1.0)) / 2, 1.0, -1.0)
     in_cap = bernoulli_dyadic(params.cap_numerator, n, rng)
     y = rng.beta(big - k, k + 1, size=n)
     v = rng.random(n)
@@ -294,12 +307,23 @@ def sample_decoded(x: NDArray[np.float64], params: PrivUnitParams, rng: np.rando
     from scipy import special
 
     t = 2 * special.betaincinv(a, a, q) - 1
-    # out = (t u + sqrt(1 - t^2) w / |w|) / c with w the normals' part orthogonal to u, built in place in the
-    # normals' own array: one n x d buffer and three passes over it (this is most of a simulated encode).
+    zero = norms == 0
+    u = x * ((fair if row_sign is None else fair * row_sign) / np.where(zero, 1.0, norms))[:, None]
+    if zero.any():  # 0 -> +-e1, as round_to_sphere
+        u[zero] = 0.0
+        u[zero, 0] = fair[zero]
     out = rng.standard_normal((n, params.dim))
-    out -= np.einsum("ij,ij->i", out, u)[:, None] * u
-    out *= (np.sqrt(np.maximum(1 - t * t, 0.0)) / np.sqrt(np.einsum("ij,ij->i", out, out)) / params.scale)[:, None]
-    out += (t / params.scale)[:, None] * u
+    gu = np.einsum("ij,ij->i", out, u)
+    gg = np.einsum("ij,ij->i", out, out)
+    ww = gg - gu * gu
+    close = np.flatnonzero(ww <= 1e-3 * gg)
+    if close.size:
+        w = out[close] - gu[close, None] * u[close]
+        ww[close] = np.einsum("ij,ij->i", w, w)
+    coef = np.sqrt(np.maximum(1 - t * t, 0.0)) / np.sqrt(ww) / params.scale
+    out *= coef[:, None]
+    u *= (t / params.scale - coef * gu)[:, None]
+    out += u
     return out
 
 

@@ -167,3 +167,18 @@ def test_rejects_points_of_the_wrong_dimension():
     p = PrivUnitParams.calibrate(4, 1.0, candidates=16)
     with pytest.raises(ConfigError, match="dim 4"):
         select(np.zeros((2, 3)), p, KEY, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("dim,eps", [(2, 1.0), (20, 4.0), (100, 4.0)])
+def test_simulation_with_row_signs_samples_the_signed_rows(dim, eps):
+    """``row_sign`` folds the encoder's +-1 row signs into the sampler: the
+    same draws, in the same order, as sampling the signed rows (zero rows
+    included), to rounding."""
+    p = PrivUnitParams.calibrate(dim, eps)
+    x = np.random.default_rng(1).uniform(-0.5, 0.5, (5_000, dim)) / math.sqrt(dim)
+    x[:5] = 0.0
+    signs = np.where(np.random.default_rng(2).random(5_000) < 0.5, -1.0, 1.0)
+    folded = sample_decoded(x, p, np.random.default_rng(7), row_sign=signs)
+    signed = sample_decoded(x * signs[:, None], p, np.random.default_rng(7))
+    assert np.abs(folded - signed).max() < 1e-12
+    assert np.allclose((folded * folded).sum(1), p.expected_sq_norm)  # |V_J / c| = 1 / c on every row
