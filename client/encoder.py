@@ -112,13 +112,12 @@ def encode_arrays(
         if vp is not None and t > 0:
             cols[tree] = _column(keys_at(np.where(tree, vec_level, -1)), config.vec_columns_log2)[tree]
         signs = hadamard_sign(vec_row, cols)
-        signed = x * signs[:, None] if wire else x  # a simulation folds the signs into its sampler
         for sel, params in ((root, rp), (tree, vp)):
             if params is None or not np.any(sel):
                 continue
             if wire:
-                vec_nonce[sel], vec_index[sel] = select(signed[sel], params, public.vec_key, rng)
-            else:
+                vec_nonce[sel], vec_index[sel] = select(x[sel] * signs[sel, None], params, public.vec_key, rng)
+            else:  # a simulation folds the signs into its sampler (no signed copy)
                 vec[sel] = sample_decoded(x[sel], params, rng, row_sign=signs[sel])
     return ReportBatch(
         config.round_id, hist_level, hist_seed, hist_bucket, vec_level, vec_row, vec,

@@ -233,8 +233,12 @@ def round_to_sphere(x: NDArray[np.float64], rng: np.random.Generator) -> NDArray
     u = x / safe[:, None]
     u[norms == 0] = 0.0
     u[norms == 0, 0] = 1.0
-    sign = np.where(rng.random(x.shape[0]) < (1 + np.minimum(norms, 1.0)) / 2, 1.0, -1.0)
-    return u * sign[:, None]
+    return u * _rounding_signs(norms, rng)[:, None]
+
+
+def _rounding_signs(norms: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
+    """``round_to_sphere``'s coin: +1 with probability (1 + |x|) / 2, else -1 (one uniform a row)."""
+    return np.where(rng.random(norms.shape[0]) < (1 + np.minimum(norms, 1.0)) / 2, 1.0, -1.0)
 
 
 def _check_dim(x: NDArray[np.float64], params: PrivUnitParams) -> NDArray[np.float64]:
@@ -298,7 +302,7 @@ def sample_decoded(x: NDArray[np.float64], params: PrivUnitParams, rng: np.rando
     n, big, k, a = x.shape[0], params.candidates, params.cap, params.dim / 2.0 - 0.5
     # round_to_sphere, its division and sign folded into one scale a row (and its draw in the same place)
     norms = np.sqrt(np.einsum("ij,ij->i", x, x))
-    fair = np.where(rng.random(n) < (1 + np.minimum(norms, 1.0)) / 2, 1.0, -1.0)
+    fair = _rounding_signs(norms, rng)
     in_cap = bernoulli_dyadic(params.cap_numerator, n, rng)
     y = rng.beta(big - k, k + 1, size=n)
     v = rng.random(n)
