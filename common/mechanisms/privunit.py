@@ -177,11 +177,17 @@ def _grid(dim: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
 
 @lru_cache(maxsize=1024)
 def _top_sum(dim: int, n: int, k: int) -> float:
-    """mu_K = E[sum of the K largest of N i.i.d. t]: N * int t(s) P(Bin(N-1, s) <= K-1) ds."""
-    from scipy import stats
+    """mu_K = E[sum of the K largest of N i.i.d. t]: N * int t(s) P(Bin(N-1, s) <= K-1) ds.
+
+    The binomial cdf from ``scipy.special.bdtr``, not ``scipy.stats.binom``:
+    importing scipy.stats cost 0.3-0.8 s of every first round's config (issue
+    42); the two agree to 1e-10 and pick the same K (130 (dim, eps) pairs, the
+    closest runner-up 7e-6 below the best). K only tunes utility: the cap
+    probability meets eps exactly for whatever K (``_cap_numerator``)."""
+    from scipy import special
 
     s, t = _grid(dim)
-    w = stats.binom.cdf(k - 1, n - 1, s)
+    w = special.bdtr(k - 1, n - 1, s)
     return float(n * np.trapezoid(t * w, s))
 
 
