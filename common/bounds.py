@@ -16,6 +16,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from shoal.common.clipping import (
+    certainly_inside,
+    clip_exact,
+    clip_in_place,
+    clip_to_ball,
+    row_blocks,
+    row_squares,
+    scaled_norms,
+)
 from shoal.common.errors import ConfigError
 
 
@@ -95,22 +104,22 @@ class PublicBound:
             y = np.clip(x, np.asarray(self.low), np.asarray(self.high))
             y -= self._mid(x.shape[1])
             y /= self.scale
-            return _clip_in_place(y, 1.0)
+            return clip_in_place(y, 1.0)
         # Defined as clip_to_ball(clip_to_ball(x, R) / R): clip in the original
         # units first, so x / R cannot overflow once |x| <= R (1e308 with R = 0.5
         # used to become inf, then NaN; issue 12, item 8). Rows certainly inside
-        # R are only divided (both clips would copy them, see ``_certainly_inside``),
+        # R are only divided (both clips would copy them, see ``certainly_inside``),
         # so only the rest pay for the two exact clips; the same bits, in one
         # pass of squares and one division instead of fourteen passes (issue 42).
         radius = self.scale
-        sq = _row_squares(x)
+        sq = row_squares(x)
         if not np.all(np.isfinite(sq)) and not np.all(np.isfinite(x)):  # a finite sum of squares has finite terms
             raise ConfigError("points contain NaN or infinite values")
         with np.errstate(over="ignore"):  # a row that overflows here is not certified: it is overwritten
             out = x / radius
-        rest = np.flatnonzero(~_certainly_inside(sq, radius, x.shape[1]))
+        rest = np.flatnonzero(~certainly_inside(sq, radius, x.shape[1]))
         if rest.size:
-            out[rest] = _clip_exact(_clip_exact(x[rest], radius) / radius, 1.0)
+            out[rest] = clip_exact(clip_exact(x[rest], radius) / radius, 1.0)
         return out
 
     def outside(self, x: NDArray[np.float64]) -> NDArray[np.bool_]:
@@ -129,10 +138,10 @@ class PublicBound:
                 out[lo:hi] = np.any((b < np.asarray(self.low)) | (b > np.asarray(self.high)), axis=1)
             else:
                 radius = float(self.radius or 0.0)
-                moved = ~_certainly_inside(_row_squares(b), radius, b.shape[1])
+                moved = ~certainly_inside(row_squares(b), radius, b.shape[1])
                 rest = np.flatnonzero(moved)
                 if rest.size:
-                    _, norm, big = _scaled_norms(b[rest])
+                    _, norm, big = scaled_norms(b[rest])
                     with np.errstate(over="ignore"):
                         moved[rest] = norm * big > radius
                 out[lo:hi] = moved
@@ -217,120 +226,3 @@ def unpublished(data: dict[str, Any]) -> tuple[dict[str, Any], PublicBound]:
     and removed by the registry (``kinds.check_protocol``), never here."""
     fields = {k: v for k, v in data.items() if k not in ("kind", "protocol")}
     return fields, bound_from_dict(fields.pop("bound"))
-
-
-BLOCK_BYTES = 1 << 22
-"""Bytes of one (block x d) float64 temporary: 4 MB, small against any data
-set worth blocking and large enough that the per-block overhead vanishes."""
-
-
-def block_rows(d: int) -> int:
-    """Rows of a block of ``d`` float64 features: about ``BLOCK_BYTES``."""
-    return max(256, BLOCK_BYTES // (8 * max(1, d)))
-
-
-def row_blocks(x: NDArray[Any], rows: int | None = None) -> Iterator[tuple[int, int]]:
-    """Consecutive (lo, hi) row ranges of ``x``, ``rows`` each (default
-    ``block_rows`` of its width)."""
-    n = x.shape[0]
-    step = rows if rows is not None else block_rows(x.shape[1] if x.ndim > 1 else 1)
-    for lo in range(0, n, step):
-        yield lo, min(n, lo + step)
-
-
-def _scaled_norms(
-    y: NDArray[np.float64],
-) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
-    """Per row: unit = y / big, ||unit|| and big, its largest |entry| (a zero
-    row is divided by 1), so that the row's norm is ``||unit|| * big`` and
-    never squared out of range."""
-    big = np.max(np.abs(y), axis=1) if y.shape[1] else np.zeros(y.shape[0])
-    unit = y / np.where(big > 0, big, 1.0)[:, None]
-    return unit, np.linalg.norm(unit, axis=1), big
-
-
-def clip_to_ball(y: NDArray[np.float64], radius: float = 1.0) -> NDArray[np.float64]:
-    """Project rows onto the L2 ball of ``radius`` (rows inside are unchanged).
-
-    Overflow-free for every finite input: each row is first divided by its
-    largest |entry|, so a norm is never squared out of range, and a row far
-    outside lands on the boundary in its own direction (never inf or NaN,
-    so whether a device sends anything never depends on its data).
-
-    Returns a new array; it is built by blocks of rows, so the temporaries
-    are (block x d), never n x d (issue 42)."""
-    y = np.asarray(y, dtype=np.float64)
-    if y.ndim != 2 or y.shape[0] <= block_rows(y.shape[1]):
-        return _clip_block(y, radius)
-    out = np.empty(y.shape)
-    for lo, hi in row_blocks(y):
-        out[lo:hi] = _clip_block(y[lo:hi], radius)
-    return out
-
-
-INSIDE_MARGIN = 2.0**-20
-"""Relative margin below radius^2 within which a row's sum of squares
-certifies that ``_clip_exact``'s test keeps it (``_certainly_inside``)."""
-
-FAST_MAX_DIM = 1 << 26
-"""Widest row the certificate covers: its rounding bound grows with d."""
-
-FAST_RADII = (2.0**-300, 2.0**300)
-"""Radii the certificate covers: radius^2 neither underflows nor overflows,
-and squares that underflow are negligible against it."""
-
-
-def _row_squares(y: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Per row, the sum of squared entries (inf where it overflows, NaN where
-    an entry is): one pass, no (rows x d) temporary."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        return np.einsum("ij,ij->i", y, y)
-
-
-def _certainly_inside(sq: NDArray[np.float64], radius: float, d: int) -> NDArray[np.bool_]:
-    """Rows (by their ``_row_squares``) that ``_clip_exact``'s test certainly
-    keeps, whatever the rounding: sq <= radius^2 (1 - 2^-20).
-
-    Why that suffices (u = 2^-53, d <= 2^26, radius in ``FAST_RADII``): sq is
-    a sum of d rounded squares, so the true |y|^2 <= sq (1 + d u) plus under
-    d 2^-1074 for squares that underflow, which is below 2^-396 radius^2;
-    hence |y| <= radius (1 - 2^-21 + 2^-26). The exact test computes
-    |y / big| * big with a relative error under (d + 6) u <= 2^-26 (a rounded
-    division per entry, d - 1 additions of positive terms, a square root and a
-    product), so it finds |y| <= radius (1 - 2^-21 + 2^-25) < radius and keeps
-    the row. Divided by radius, the row still has norm < 1 - 2^-22 after
-    rounding, so a second clip to the unit ball keeps it too. Rows not
-    certified (near or beyond the radius, non-finite sums, radii or widths
-    outside the range) take the exact test: every output bit is the exact
-    procedure's, only faster where nothing moves (issue 42)."""
-    if d > FAST_MAX_DIM or not FAST_RADII[0] <= radius <= FAST_RADII[1]:
-        return np.zeros(sq.shape, dtype=bool)
-    return sq <= radius * radius * (1.0 - INSIDE_MARGIN)
-
-
-def _clip_in_place(y: NDArray[np.float64], radius: float) -> NDArray[np.float64]:
-    """``_clip_exact`` written into ``y``, the exact test run only on the rows
-    ``_certainly_inside`` does not certify (the same bits)."""
-    rest = np.flatnonzero(~_certainly_inside(_row_squares(y), radius, y.shape[1]))
-    if rest.size:
-        y[rest] = _clip_exact(y[rest], radius)
-    return y
-
-
-def _clip_block(y: NDArray[np.float64], radius: float) -> NDArray[np.float64]:
-    return _clip_in_place(y.copy(), radius)
-
-
-def _clip_exact(y: NDArray[np.float64], radius: float) -> NDArray[np.float64]:
-    """The projection onto the ball as defined: each row divided by its
-    largest |entry|, its norm compared with ``radius``, the rows beyond it
-    scaled onto the sphere; a new array."""
-    unit, unit_norm, big = _scaled_norms(y)
-    with np.errstate(over="ignore"):
-        outside = unit_norm * big > radius
-    if not np.any(outside):
-        return y.copy()
-    unit /= np.where(unit_norm > 0, unit_norm, 1.0)[:, None]  # in place: the rows' directions
-    unit *= radius
-    np.copyto(unit, y, where=~outside[:, None])
-    return unit

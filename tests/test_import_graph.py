@@ -31,7 +31,7 @@ NOT_FROM_DEVICE_SIDE = ("shoal.server", "shoal.shuffler", "shoal.deploy")
 DECODERS = "shoal.server.decoders"
 NOT_FROM_DECODERS = ("shoal.server.edge", "shoal.server.storage", "shoal.server.rounds")
 # shoal.common's neighbourhoods, lowest first (common/__init__.py): a module imports only from its own
-# neighbourhood or a lower one. "" is the top-level modules (errors, bounds, cost_drops, picture, cli).
+# neighbourhood or a lower one. "" is the top-level modules (errors, clipping, bounds, cost_drops, picture, cli).
 COMMON_LAYERS = {"": 0, "privacy": 1, "randomness": 1, "mechanisms": 2, "kinds": 3, "wire": 4}
 # What the two services share: imports only common's top-level modules; imported only by the services.
 SERVICES = "shoal.common.services"

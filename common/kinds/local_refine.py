@@ -55,7 +55,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.bounds import PublicBound, clip_to_ball
+from shoal.common.bounds import PublicBound
+from shoal.common.clipping import clip_to_ball
 from shoal.common.errors import ConfigError
 from shoal.common.kinds.base import ConfigKind, Mixing, decode_chunk_rows
 from shoal.common.kinds.refine import (

@@ -48,7 +48,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.bounds import PublicBound, clip_to_ball, published, unpublished
+from shoal.common.bounds import PublicBound, published, unpublished
+from shoal.common.clipping import clip_to_ball
 from shoal.common.errors import ConfigError
 from shoal.common.kinds.base import SharesRound, shares_kind
 from shoal.common.kinds.tree import derive_config

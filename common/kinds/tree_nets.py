@@ -22,7 +22,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.bounds import clip_to_ball
+from shoal.common.clipping import clip_to_ball
 from shoal.common.kinds.tree import RoundConfig
 from shoal.common.kinds.tree_randomness import PublicRandomness, lattice_spacing
 from shoal.common.randomness.hashing import node_keys

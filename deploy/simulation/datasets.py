@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.bounds import PublicBound, clip_to_ball
+from shoal.common.bounds import PublicBound
+from shoal.common.clipping import clip_to_ball
 from shoal.common.errors import ConfigError
 
 

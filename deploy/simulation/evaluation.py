@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.bounds import PublicBound, block_rows, parse_box
+from shoal.common.bounds import PublicBound, parse_box
+from shoal.common.clipping import block_rows
 from shoal.common.errors import ConfigError
 from shoal.server.decoders.kmeans import assign, kmeans_cost, weighted_kmeans
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.bounds import clip_to_ball
+from shoal.common.clipping import clip_to_ball
 from shoal.common.kinds.central import PROJECTION_SLACK
 
 # Odd 64-bit multipliers for hashing a cell index row (collisions are detected, never trusted).

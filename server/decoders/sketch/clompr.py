@@ -83,7 +83,7 @@ from numpy.typing import NDArray
 from scipy.optimize import minimize, nnls
 from threadpoolctl import threadpool_limits
 
-from shoal.common.bounds import clip_to_ball
+from shoal.common.clipping import clip_to_ball
 from shoal.common.errors import ConfigError, DecodeError
 
 CANDIDATES = 512

@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.bounds import clip_to_ball
+from shoal.common.clipping import clip_to_ball
 from shoal.common.errors import DecodeError
 from shoal.common.kinds.tree import RoundConfig
 from shoal.common.kinds.tree_nets import LatticeNet, node_space

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.bounds import clip_to_ball
+from shoal.common.clipping import clip_to_ball
 from shoal.server.decoders.kmeans import assign
 from shoal.server.decoders.tree.consistency import tree_blue
 from shoal.server.decoders.tree.oracles import VectorOracle
