@@ -22,13 +22,30 @@ from shoal.common.wire.messages import ReportBatch
 def scatter_add_rows(
     table: NDArray[np.float64], index: NDArray[np.int64], rows: NDArray[np.float64]
 ) -> None:
-    """table[index[i]] += rows[i] for all i, by sort + reduceat (no Python loop)."""
+    """table[index[i]] += rows[i] for all i (no Python loop).
+
+    Rows whose index no other row of the batch shares are added straight in
+    (fancy indexing is exact when indices are distinct); the shared ones are
+    summed per index first, in their stable order (sort + reduceat). Only the
+    index is sorted, not the rows: a batch of 21k reports into the 917k rows of
+    a round at 1e6 x 100 shares ~1% of its indices, and sorting every row and
+    reducing singleton groups cost 3x this (1.4-1.6 against 0.47 s per 10^6
+    reports, issue 42). Bit for bit the sums of sort + reduceat on every row."""
     if index.size == 0:
         return
     order = np.argsort(index, kind="stable")
     idx = index[order]
-    starts = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]])
-    table[idx[starts]] += np.add.reduceat(rows[order], starts, axis=0)
+    same = idx[1:] == idx[:-1]
+    shared = np.r_[same, False] | np.r_[False, same]
+    if not shared.any():
+        table[index] += rows
+        return
+    alone = order[~shared]
+    table[index[alone]] += rows[alone]
+    grouped = order[shared]
+    gidx = index[grouped]
+    starts = np.flatnonzero(np.r_[True, gidx[1:] != gidx[:-1]])
+    table[gidx[starts]] += np.add.reduceat(rows[grouped], starts, axis=0)
 
 
 class LevelAccumulator:

@@ -17,6 +17,26 @@ def test_scatter_add_rows_matches_add_at():
     assert np.allclose(a, b)
 
 
+def _sorted_reduceat(table, index, rows):
+    # The definition the fast path keeps bit for bit: every row sorted by index, summed per index.
+    order = np.argsort(index, kind="stable")
+    idx = index[order]
+    starts = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]])
+    table[idx[starts]] += np.add.reduceat(rows[order], starts, axis=0)
+
+
+def test_scatter_add_rows_gives_the_bits_of_sorted_sums_with_shared_and_distinct_indices():
+    rng = np.random.default_rng(3)
+    for size, rows_n in ((1000, 300), (50, 300), (10**6, 5000), (10**6, 1)):
+        idx = rng.integers(0, size, size=rows_n)
+        rows = rng.standard_normal((rows_n, 4)) * 10.0 ** rng.integers(-8, 8, size=(rows_n, 1))
+        start = rng.standard_normal((size, 4))
+        a, b = start.copy(), start.copy()
+        scatter_add_rows(a, idx, rows)
+        _sorted_reduceat(b, idx, rows)
+        assert a.tobytes() == b.tobytes()
+
+
 def test_partitions_merge_to_the_single_pass_sums():
     cfg = derive_config(10_000, 5, 3, 4.0, seed=1)
     x = np.random.default_rng(1).uniform(-0.4, 0.4, (3000, 5))
