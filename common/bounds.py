@@ -16,15 +16,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from shoal.common.clipping import (
-    certainly_inside,
-    clip_exact,
-    clip_in_place,
-    clip_to_ball,
-    row_blocks,
-    row_squares,
-    scaled_norms,
-)
+from shoal.common.clipping import beyond, clip_in_place, clip_to_ball, row_blocks
 from shoal.common.errors import ConfigError
 
 
@@ -98,29 +90,18 @@ class PublicBound:
             yield self._block_to_ball(x[lo:hi])
 
     def _block_to_ball(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
+        if not np.all(np.isfinite(x)):
+            raise ConfigError("points contain NaN or infinite values")
         if self.low is not None and self.high is not None:
-            if not np.all(np.isfinite(x)):
-                raise ConfigError("points contain NaN or infinite values")
             y = np.clip(x, np.asarray(self.low), np.asarray(self.high))
             y -= self._mid(x.shape[1])
             y /= self.scale
             return clip_in_place(y, 1.0)
-        # Defined as clip_to_ball(clip_to_ball(x, R) / R): clip in the original
-        # units first, so x / R cannot overflow once |x| <= R (1e308 with R = 0.5
-        # used to become inf, then NaN; issue 12, item 8). Rows certainly inside
-        # R are only divided (both clips would copy them, see ``certainly_inside``),
-        # so only the rest pay for the two exact clips; the same bits, in one
-        # pass of squares and one division instead of fourteen passes (issue 42).
-        radius = self.scale
-        sq = row_squares(x)
-        if not np.all(np.isfinite(sq)) and not np.all(np.isfinite(x)):  # a finite sum of squares has finite terms
-            raise ConfigError("points contain NaN or infinite values")
-        with np.errstate(over="ignore"):  # a row that overflows here is not certified: it is overwritten
-            out = x / radius
-        rest = np.flatnonzero(~certainly_inside(sq, radius, x.shape[1]))
-        if rest.size:
-            out[rest] = clip_exact(clip_exact(x[rest], radius) / radius, 1.0)
-        return out
+        # Clip in the original units first: x / R cannot overflow once |x| <= R
+        # (1e308 with R = 0.5 used to become inf, then NaN; issue 12, item 8).
+        y = clip_in_place(x.copy(), self.scale)
+        y /= self.scale
+        return clip_in_place(y, 1.0)
 
     def outside(self, x: NDArray[np.float64]) -> NDArray[np.bool_]:
         """Which raw points (n, d) ``to_ball`` moves: outside the box, or
@@ -137,14 +118,7 @@ class PublicBound:
             if self.low is not None and self.high is not None:
                 out[lo:hi] = np.any((b < np.asarray(self.low)) | (b > np.asarray(self.high)), axis=1)
             else:
-                radius = float(self.radius or 0.0)
-                moved = ~certainly_inside(row_squares(b), radius, b.shape[1])
-                rest = np.flatnonzero(moved)
-                if rest.size:
-                    _, norm, big = scaled_norms(b[rest])
-                    with np.errstate(over="ignore"):
-                        moved[rest] = norm * big > radius
-                out[lo:hi] = moved
+                out[lo:hi] = beyond(b, float(self.radius or 0.0))
         return out
 
     def project_ball(self, y: NDArray[np.float64]) -> NDArray[np.float64]:

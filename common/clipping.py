@@ -6,7 +6,7 @@ The clip as defined (``clip_exact``): each row divided by its largest |entry|
 radius, rows beyond it scaled onto the sphere. ``clip_to_ball`` gives those
 bits, but runs the defined arithmetic only on rows that one sum of squares
 cannot certify as inside (``certainly_inside``; issue 42: fourteen passes
-over a block became two). Work goes by blocks of rows (``row_blocks``), so
+over a block became four). Work goes by blocks of rows (``row_blocks``), so
 temporaries are (block x d), never n x d.
 """
 
@@ -97,8 +97,7 @@ def certainly_inside(sq: NDArray[np.float64], radius: float, d: int) -> NDArray[
     |y / big| * big with a relative error under (d + 6) u <= 2^-26 (a rounded
     division per entry, d - 1 additions of positive terms, a square root and a
     product), so it finds |y| <= radius (1 - 2^-21 + 2^-25) < radius and keeps
-    the row. Divided by radius, the row still has norm < 1 - 2^-22 after
-    rounding, so a second clip to the unit ball keeps it too. Rows not
+    the row. Rows not
     certified (near or beyond the radius, non-finite sums, radii or widths
     outside the range) take the exact test: every output bit is the exact
     procedure's, only faster where nothing moves (issue 42)."""
@@ -116,8 +115,25 @@ def clip_in_place(y: NDArray[np.float64], radius: float) -> NDArray[np.float64]:
     return y
 
 
+def beyond(y: NDArray[np.float64], radius: float) -> NDArray[np.bool_]:
+    """Which rows the clip moves (``clip_exact``'s test), the test run only on
+    the rows ``certainly_inside`` does not certify."""
+    out = ~certainly_inside(row_squares(y), radius, y.shape[1])
+    rest = np.flatnonzero(out)
+    if rest.size:
+        _, unit_norm, big = scaled_norms(y[rest])
+        out[rest] = _outside(unit_norm, big, radius)
+    return out
+
+
 def _clip_block(y: NDArray[np.float64], radius: float) -> NDArray[np.float64]:
     return clip_in_place(y.copy(), radius)
+
+
+def _outside(unit_norm: NDArray[np.float64], big: NDArray[np.float64], radius: float) -> NDArray[np.bool_]:
+    """The defined test: the row's norm, |y / big| * big, beyond ``radius``."""
+    with np.errstate(over="ignore"):
+        return unit_norm * big > radius
 
 
 def clip_exact(y: NDArray[np.float64], radius: float) -> NDArray[np.float64]:
@@ -125,8 +141,7 @@ def clip_exact(y: NDArray[np.float64], radius: float) -> NDArray[np.float64]:
     largest |entry|, its norm compared with ``radius``, the rows beyond it
     scaled onto the sphere; a new array."""
     unit, unit_norm, big = scaled_norms(y)
-    with np.errstate(over="ignore"):
-        outside = unit_norm * big > radius
+    outside = _outside(unit_norm, big, radius)
     if not np.any(outside):
         return y.copy()
     unit /= np.where(unit_norm > 0, unit_norm, 1.0)[:, None]  # in place: the rows' directions
