@@ -33,7 +33,7 @@ eps / (2 ln(e / delta))), which gives a 27% larger eps' at delta = 1e-6
 than seed 000's Lemma 17 (eps = e eps_E ln(1/delta) / 2) for the same
 guarantee; Lemma 17 adapts the same argument.
 
-A third, ``gridhist`` (the default where the data are projected,
+A third, ``gridhist`` (the default for k-means except in d <= 2,
 ``choose_algorithm``), is seed 000's pipeline with step 2 replaced by a
 thresholded Gaussian histogram of the grid cells at 8 sides
 (``threshold_histogram.py``): every cell whose noisy count of uncovered
@@ -77,6 +77,7 @@ ALGORITHMS: tuple[str, ...] = ("maxcover-000", "maxcover-003", "gridhist", "gree
 OBJECTIVES: tuple[str, ...] = ("kmeans", "kmedian")
 DEFAULT_ALGORITHM = "auto"  # ``choose_algorithm``
 MAX_UNPROJECTED = 8  # seed 003 without projection only up to this dimension (grids in R^d)
+GREEDY_MAX_DIM = 2  # the default runs seed 003's greedy (k-means) only up to this dimension (``choose_algorithm``)
 GREEDY_MARGIN = 3.0  # the greedy is budgeted to see clusters of n / (GREEDY_MARGIN k) points (``_split``)
 REFERENCE_SIDE = 0.25  # ... in a cell of this side (``_split``)
 COUNT_SHARE = 0.05  # of eps, for the proxy's counts (seed 000): they only weigh cells for a k-means
@@ -360,18 +361,31 @@ def default_lift_steps(algorithm: str, projected: bool, n: int, dim: int, k: int
     return su_iterations(n, dim, k, epsilon)
 
 
-def choose_algorithm(n: int, dim: int) -> str:
-    """The default per dimension range: seed 003 (ending with one Lloyd step) when the data
-    need no projection (d <= d', as 2-D locations); above, seed 000's
-    pipeline with the thresholded histogram cover (``gridhist``). Chosen from
-    the structure: unprojected, the proxy's cells already live in the data's
-    space and one Lloyd step from its k centers corrects what cells alone
-    cannot (broad, overlapping clusters); where a lift carries the precision, the
-    cover only has to find the clusters, and the histogram finds a cluster
-    of 2-3x fewer points than the greedy at the same budget
-    (``common/mechanisms/threshold_histogram.py``). Issue 17 first shipped maxcover-000
-    here; the histogram replaced it after that benchmark (README)."""
-    return "maxcover-003" if dim <= projection_dim(n, dim) and dim <= MAX_UNPROJECTED else "gridhist"
+def choose_algorithm(n: int, dim: int, objective: str = "kmeans") -> str:
+    """The default per dimension range: seed 003 (ending with Lloyd steps from the proxy's k
+    centers) for unprojected data in d <= ``GREEDY_MAX_DIM`` (2-D locations), and for k-median
+    wherever nothing is projected (its proxy is the answer); everywhere else seed 000's pipeline
+    with the thresholded histogram cover (``gridhist``).
+
+    Chosen from the structure of the two covers. The greedy picks each cell by the exponential
+    mechanism against the block of all empty cells of its grid, so a cell is found only once its
+    gain exceeds ln(U) / beta, and ln(U) grows with d (about d ln(2 / side)); the histogram's
+    threshold does not depend on U at all, and finds a cluster of 2-3x fewer points at the same
+    budget (``common/mechanisms/threshold_histogram.py``). In d <= 2 the universe is small and the
+    greedy's picks, already placed in the data's space, are as good or better. Issue 41, measured
+    (``central_kmeans``, mean k-means cost / n, seeds 0-9, 2026-11-27, maxcover-003 -> gridhist):
+    the overlapping clusters (n = 23,000, d = 6, k = 5) at eps 0.5 / 1 / 4: 0.0867 / 0.0782 /
+    0.0762 -> 0.0796 / 0.0766 / 0.0756 (diffprivlib 0.0834 / 0.0793 / 0.0766; at eps 0.5 the greedy
+    found 8 non-empty cells of 180 picks and its proxy's k-means start cost as much as one center);
+    the paper generator at d = 3 / 5, n = 1e5 (5 seeds) 1.4-2x lower at eps 0.5 and 1; Uber
+    (d = 2, 10 seeds) 0.00194 / 0.00182 / 0.00162 -> 0.00198 / 0.00177 / 0.00169 and a 2-D city
+    generator at n = 1e4 up to 25% worse with the histogram, so d <= 2 keeps the greedy
+    (``tests/bench/results/central_lift.md``). Issue 17 first shipped maxcover-000 for projected
+    data; the histogram replaced it after that benchmark (README)."""
+    unprojected = dim <= projection_dim(n, dim) and dim <= MAX_UNPROJECTED
+    if unprojected and (dim <= GREEDY_MAX_DIM or objective == "kmedian"):
+        return "maxcover-003"
+    return "gridhist"
 
 
 def derive_central(algorithm: str, n: int, dim: int, k: int, epsilon: float, delta: float,
@@ -383,7 +397,7 @@ def derive_central(algorithm: str, n: int, dim: int, k: int, epsilon: float, del
     ``proj_dim`` overrides d' (``projection_dim``; d' = dim runs unprojected): the boosting
     measurement's "no dimension reduction" (``deploy/bench/greedy.py``)."""
     if algorithm == "auto":
-        algorithm = choose_algorithm(n, dim)
+        algorithm = choose_algorithm(n, dim, objective)
     if algorithm not in ALGORITHMS:
         raise ConfigError(f"unknown central algorithm {algorithm!r}; known: auto, {', '.join(ALGORITHMS)}")
     if not (math.isfinite(epsilon) and epsilon > 0):

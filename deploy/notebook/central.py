@@ -65,7 +65,7 @@ def fit(points: ArrayLike, k: int, epsilon: float, delta: float,
 
     ``bound``: public knowledge of the data's range (a radius, or per-feature
     (low, high)), never read from the data; rows are clipped into it.
-    ``objective``: "kmeans", or "kmedian" (seed 003 unprojected, d <= d').
+    ``objective``: "kmeans", or "kmedian" (seed 003 unprojected, d <= d'; ``auto`` picks it).
     ``rng``: only for tests (reproducible private draws); default OS entropy."""
     x = np.asarray(points, dtype=np.float64)
     if x.ndim != 2 or x.shape[0] < 1 or x.shape[1] < 1:

@@ -105,6 +105,23 @@ def test_auto_runs_seed_003_unprojected_in_low_dimension_and_the_histogram_cover
     assert derive_central("auto", 100_000, 16, 26, 1.0, 1e-6).algorithm == "gridhist"
 
 
+def test_auto_takes_the_histogram_cover_for_unprojected_k_means_above_two_dimensions():
+    # d = 6 <= d' = ceil(ln(23,000) / 2) = 6: nothing is projected, but the greedy's empty-cell block
+    # grows with d (issue 41: the overlapping clusters, 0.0867 -> 0.0796 at eps 0.5).
+    assert projection_dim(23_000, 6) == 6
+    assert choose_algorithm(23_000, 6) == "gridhist"
+    assert choose_algorithm(23_000, 3) == "gridhist"
+    spec = derive_central("auto", 23_000, 6, 5, 0.5, 1e-6)
+    assert spec.algorithm == "gridhist" and spec.proj_dim == 6 and spec.lift_steps >= 1
+
+
+def test_auto_keeps_seed_003_for_k_median_wherever_nothing_is_projected():
+    assert choose_algorithm(23_000, 6, "kmedian") == "maxcover-003"
+    spec = derive_central("auto", 23_000, 6, 5, 1.0, 1e-6, objective="kmedian")
+    assert spec.algorithm == "maxcover-003" and spec.lift_steps == 0
+    assert choose_algorithm(100_000, 16, "kmedian") == "gridhist"  # projected: k-median is refused there
+
+
 def test_a_central_config_parses_back_to_itself():
     cfg = derive_central_round(5000, 12, 3, 1.0, 1e-6, PublicBound(low=(0.0,) * 12, high=(1.0,) * 12), seed=9)
     assert central_from_dict(central_to_dict(cfg)) == cfg
