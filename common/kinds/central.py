@@ -373,14 +373,14 @@ def choose_algorithm(n: int, dim: int, objective: str = "kmeans") -> str:
     threshold does not depend on U at all, and finds a cluster of 2-3x fewer points at the same
     budget (``common/mechanisms/threshold_histogram.py``). In d <= 2 the universe is small and the
     greedy's picks, already placed in the data's space, are as good or better. Issue 41, measured
-    (``central_kmeans``, mean k-means cost / n, seeds 0-9, 2026-11-27, maxcover-003 -> gridhist):
-    the overlapping clusters (n = 23,000, d = 6, k = 5) at eps 0.5 / 1 / 4: 0.0867 / 0.0782 /
-    0.0762 -> 0.0796 / 0.0766 / 0.0756 (diffprivlib 0.0834 / 0.0793 / 0.0766; at eps 0.5 the greedy
-    found 8 non-empty cells of 180 picks and its proxy's k-means start cost as much as one center);
-    the paper generator at d = 3 / 5, n = 1e5 (5 seeds) 1.4-2x lower at eps 0.5 and 1; Uber
-    (d = 2, 10 seeds) 0.00194 / 0.00182 / 0.00162 -> 0.00198 / 0.00177 / 0.00169 and a 2-D city
-    generator at n = 1e4 up to 25% worse with the histogram, so d <= 2 keeps the greedy
-    (``tests/bench/results/central_lift.md``). Issue 17 first shipped maxcover-000 for projected
+    (``central_kmeans``, mean k-means cost / n, 2026-11-27, maxcover-003 -> gridhist): the
+    overlapping clusters (n = 23,000, d = 6, k = 5; seeds 0-9 x 5 private draws) at eps 0.5 / 1 / 4:
+    0.0878 / 0.0784 / 0.0758 -> 0.0804 / 0.0773 / 0.0758 (at eps 0.5 the greedy found 8 non-empty
+    cells of 180 picks and its proxy's k-means start cost as much as one center); the paper
+    generator in d = 3-5 (n = 1e4 and 1e5) lower in 8 of 10 cells at eps 0.5 and 1, by up to 4.3x,
+    higher in two (n = 1e4, d = 3: 1.02x, 1.78x); Uber (d = 2, 10 seeds) 0.00194 / 0.00182 /
+    0.00162 -> 0.00198 / 0.00177 / 0.00169 and a 2-D city generator at n = 1e4 up to 25% worse with
+    the histogram, so d <= 2 keeps the greedy (``tests/bench/results/central_lift.md``). Issue 17 first shipped maxcover-000 for projected
     data; the histogram replaced it after that benchmark (README)."""
     unprojected = dim <= projection_dim(n, dim) and dim <= MAX_UNPROJECTED
     if unprojected and (dim <= GREEDY_MAX_DIM or objective == "kmedian"):
