@@ -60,10 +60,11 @@ def clip_to_ball(y: NDArray[np.float64], radius: float = 1.0) -> NDArray[np.floa
     are (block x d), never n x d (issue 42)."""
     y = np.asarray(y, dtype=np.float64)
     if y.ndim != 2 or y.shape[0] <= block_rows(y.shape[1]):
-        return _clip_block(y, radius)
+        return clip_in_place(y.copy(), radius)
     out = np.empty(y.shape)
     for lo, hi in row_blocks(y):
-        out[lo:hi] = _clip_block(y[lo:hi], radius)
+        out[lo:hi] = y[lo:hi]
+        clip_in_place(out[lo:hi], radius)  # a view: the block is clipped where it lands, not copied twice
     return out
 
 
@@ -124,10 +125,6 @@ def beyond(y: NDArray[np.float64], radius: float) -> NDArray[np.bool_]:
         _, unit_norm, big = scaled_norms(y[rest])
         out[rest] = _outside(unit_norm, big, radius)
     return out
-
-
-def _clip_block(y: NDArray[np.float64], radius: float) -> NDArray[np.float64]:
-    return clip_in_place(y.copy(), radius)
 
 
 def _outside(unit_norm: NDArray[np.float64], big: NDArray[np.float64], radius: float) -> NDArray[np.bool_]:
