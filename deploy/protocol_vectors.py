@@ -77,6 +77,7 @@ from shoal.common.wire.models import (
 from shoal.common.wire.signing import _DOMAIN, SigningKey, canonical, fingerprint, verify_config
 
 CASES = 20
+CENTERED_CASES = 4  # partition rounds whose hyperplanes pass through a ``center``: cases CASES.. (added, none changed)
 COMMAND = "python -m shoal.deploy.protocol_vectors generate protocol/vectors"
 SHUFFLER = "https://shuffler.invalid"  # a Participation needs one; nothing is sent
 INLINE = 16  # arrays up to this many entries are stored whole; larger ones as shape, sha256 and head
@@ -486,7 +487,7 @@ def stream(label: str, n: int) -> bytes:
 def make_config(kind: str, model: str, encoder: str, i: int, rnd: random.Random, round_id: str) -> tuple[Any, int, int]:
     """A config for case i of a combination, the dimension, and the records per device."""
     # d = 100 in the last two cases of a file, the last one only where a device's shares grow with d
-    big = i >= CASES - (1 if kind in ("refine", "partition", "elbow") or model == "shuffle" and kind == "sketch" else 2)
+    big = CASES > i >= CASES - (1 if kind in ("refine", "partition", "elbow") or model == "shuffle" and kind == "sketch" else 2)
     d = 100 if big else rnd.choice([2, 3, 4, 5, 8])
     k = rnd.choice([2, 3, 4])
     eps = rnd.choice([0.5, 1.0, 2.0, 4.0, 8.0])
@@ -528,7 +529,7 @@ def make_config(kind: str, model: str, encoder: str, i: int, rnd: random.Random,
         from shoal.common.kinds.partition import derive_partition
 
         return derive_partition(10000, d, k, eps, 1e-6, bound, MIN_DEVICES, seed=seed, round_id=round_id,
-                                bits=1 if big else rnd.choice([1, 2, 3])), d, 1
+                                bits=1 if big else rnd.choice([1, 2, 3])), d, 1  # cases >= CASES: ``centred_case``
     if kind == "elbow":
         from shoal.common.kinds.elbow import derive_elbow
 
@@ -559,6 +560,25 @@ def make_config(kind: str, model: str, encoder: str, i: int, rnd: random.Random,
     raise ConfigError(f"no continual round in dimension {d}")
 
 
+def centred_case(config: Any, points: list[list[float]]) -> tuple[Any, list[list[float]]]:
+    """A partition case whose center decides the device's bucket: the point moved to |x| <= 0.6 in the
+    ball and the center at 1.5 x, so <x - center, h> = -<x, h> / 2 flips every bit of the code (a device
+    that ignores the center answers another bucket, and the case names the difference)."""
+    from dataclasses import replace
+
+    from shoal.common.kinds.partition import codes
+
+    x = config.bound.to_ball(np.asarray(points, dtype=np.float64))
+    norm = float(np.linalg.norm(x))
+    if norm > 0.6:
+        points = np.round(config.bound.from_ball(x * (0.6 / norm)), 6).tolist()
+        x = config.bound.to_ball(np.asarray(points, dtype=np.float64))
+    config = replace(config, center=tuple(round(float(v), 6) for v in 1.5 * x[0]))
+    if (codes(x, config) == codes(x, replace(config, center=()))).any():
+        raise AssertionError(f"the center of {config.round_id} does not change the device's bucket")
+    return config, points
+
+
 def make_case(kind: str, model: str, encoder: str, i: int) -> dict[str, Any]:
     name = f"{kind}-{model}-{encoder}-{i:02d}"
     rnd = case_random(name)
@@ -571,6 +591,8 @@ def make_case(kind: str, model: str, encoder: str, i: int) -> dict[str, Any]:
     points = [[round(rnd.gauss(0, 1) * scale * stretch / np.sqrt(d), 6) for _ in range(d)] for _ in range(records)]
     if i == 3:
         points = [[0.0] * d for _ in range(records)]
+    if kind == "partition" and i >= CASES:
+        config, points = centred_case(config, points)
     keys = {"x25519_private": hashlib.sha256(f"{name} x25519".encode()).hexdigest(),
             "ed25519_private": hashlib.sha256(f"{name} ed25519".encode()).hexdigest()}
     inputs: dict[str, Any] = {"round_id": round_id, "config": dump_config(kind, config), "server_keys": keys,
@@ -588,7 +610,8 @@ def vector_file(kind: str, model: str, encoder: str) -> dict[str, Any]:
         "about": "Conformance vectors of the shoal wire protocol: a device that reproduces every output of every "
                  "case from its inputs speaks this protocol version. How to read them: docs/protocol/vectors.md.",
         "generated_by": COMMAND,
-        "cases": [make_case(kind, model, encoder, i) for i in range(CASES)],
+        "cases": [make_case(kind, model, encoder, i)
+                  for i in range(CASES + (CENTERED_CASES if kind == "partition" else 0))],
     }
 
 

@@ -61,6 +61,16 @@ def secure_sum_mixing(min_devices: int, shares: int) -> Mixing:
     return Mixing(min_devices * shares, False, shares)
 
 
+def secure_sum_event(s: SecureSumParams) -> SecureSumEvent:
+    """The event record of one secure sum: its (eps, delta), and for the gaussian law its
+    zCDP rho and failure probability, by which several sums compose in zCDP."""
+    from shoal.common.privacy.events import SecureSumEvent
+
+    gaussian = s.noise == "gaussian"
+    return SecureSumEvent(s.epsilon, s.delta, s.min_devices, s.shares, s.noise, rho=s.rho if gaussian else 0.0,
+                          failure=s.failure)
+
+
 class SharesRound:
     """Mixed into the config of a kind whose devices send only secure-sum shares
     (refine, partition and elbow rounds): its event record and decode memory
@@ -70,10 +80,8 @@ class SharesRound:
 
     @property
     def event(self) -> SecureSumEvent:
-        from shoal.common.privacy.events import SecureSumEvent
 
-        s = self.secure_sum
-        return SecureSumEvent(s.epsilon, s.delta, s.min_devices, s.shares, s.noise)
+        return secure_sum_event(self.secure_sum)
 
     def decode_bytes(self, devices: int | None = None) -> int:
         """Memory a decode needs, in bytes: one chunk of stored shares

@@ -53,7 +53,7 @@ from shoal.common.clipping import clip_to_ball
 from shoal.common.errors import ConfigError
 from shoal.common.kinds.base import SharesRound, shares_kind
 from shoal.common.kinds.tree import derive_config
-from shoal.common.mechanisms.secure_sum import SecureSumParams
+from shoal.common.mechanisms.secure_sum import DEFAULT_LAW, SecureSumParams, SumLaw
 from shoal.common.privacy.accounting import split_spend
 from shoal.common.randomness import public_stream
 
@@ -118,13 +118,15 @@ def derive_refine(
     round_id: str = "refine",
     split: int = 1,
     seed: int = 0,
+    law: SumLaw = DEFAULT_LAW,
 ) -> RefineConfig:
     """A refine round on the parent's centers (k, d) in the unit ball; with
-    ``split`` > 1 on ``split`` candidates per center (module docstring)."""
+    ``split`` > 1 on ``split`` candidates per center (module docstring);
+    ``law``: the secure sum's calibration (``SumLaw``)."""
     c = clip_to_ball(np.asarray(ball_centers, dtype=np.float64))
     k, d = c.shape
     candidates = split_candidates(c, split, seed)
-    params = bucket_sum_params(candidates.shape[0], d, epsilon, delta, min_devices, max_devices)
+    params = bucket_sum_params(candidates.shape[0], d, epsilon, delta, min_devices, max_devices, law)
     return RefineConfig(round_id, parent_id, candidates.shape[0], d, bound, tuple(map(tuple, candidates.tolist())),
                         params, keep=k if split > 1 else 0)
 
@@ -146,9 +148,10 @@ def split_candidates(centers: NDArray[np.float64], split: int, seed: int) -> NDA
 
 
 def bucket_sum_params(buckets: int, dim: int, epsilon: float, delta: float, min_devices: int,
-                      max_devices: int | None) -> SecureSumParams:
+                      max_devices: int | None, law: SumLaw = DEFAULT_LAW) -> SecureSumParams:
     """The secure sum of ``buckets`` slots of (ball point, 1), one slot per device
-    (refine and partition rounds): L1 sqrt(d) + 1, L2 sqrt(2), d + 1 non-zeros."""
+    (refine and partition rounds): L1 sqrt(d) + 1, L2 sqrt(2), d + 1 non-zeros;
+    ``law`` its calibration (the noise law, default the smaller)."""
     return SecureSumParams.derive(
         buckets * (dim + 1),
         l1_norm=math.sqrt(dim) * (1 + 1e-9) + 1,  # margin for float rounding of unit-norm points
@@ -158,9 +161,10 @@ def bucket_sum_params(buckets: int, dim: int, epsilon: float, delta: float, min_
         delta=delta,
         min_devices=min_devices,
         max_devices=max_devices,
-        noise="auto",
+        noise=law.noise,
         l2_norm=math.sqrt(2) * (1 + 1e-9),
         aligned=True,  # two buckets' inner product is |x.x'| + 1 >= 0 in one bucket, 0 across
+        failure_epsilon=law.failure_epsilon,
     )
 
 

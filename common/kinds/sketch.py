@@ -29,7 +29,13 @@ from numpy.typing import NDArray
 
 from shoal.common.bounds import PublicBound, published, unpublished
 from shoal.common.errors import ConfigError
-from shoal.common.kinds.base import ConfigKind, Mixing, decode_chunk_rows, secure_sum_mixing
+from shoal.common.kinds.base import (
+    ConfigKind,
+    Mixing,
+    decode_chunk_rows,
+    secure_sum_event,
+    secure_sum_mixing,
+)
 from shoal.common.kinds.tree import MODELS, Model, checked_model
 from shoal.common.mechanisms.secure_sum import SecureSumParams
 from shoal.common.mechanisms.sketch import (
@@ -110,8 +116,7 @@ class SketchRoundConfig:
     def event(self) -> ScrambledSketchEvent | SecureSumEvent:
         """The record of what the server's view is (``events.py``)."""
         if self.secure_sum is not None:
-            s = self.secure_sum
-            return SecureSumEvent(s.epsilon, s.delta, s.min_devices, s.shares, s.noise)
+            return secure_sum_event(self.secure_sum)
         return ScrambledSketchEvent(self.sketch.epsilon, self.sketch.size, self.sketch.measurements)
 
     def omega(self) -> NDArray[np.float64]:

@@ -35,7 +35,6 @@ lives with it (``deploy/simulation/simulate.py``).
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 
 import numpy as np
 from numpy.typing import NDArray
@@ -49,55 +48,11 @@ from shoal.common.mechanisms.exact_sampling import (
     discrete_gaussian_tail,
     poisson_rational,
 )
+from shoal.common.privacy.zcdp import rho_for, rho_for_tight, zcdp_delta, zcdp_delta_tight  # noqa: F401 (re-exported)
 
 NOISES: tuple[str, ...] = ("laplace", "gaussian")
 # Per-device variance parameter floor: keeps KLS's tau term negligible.
 MIN_GAUSSIAN_SIGMA_SQ = 16
-
-
-def rho_for(epsilon: float, delta: float) -> float:
-    """The largest rho whose rho-zCDP gives (epsilon, delta)-DP by Bun-Steinke:
-    eps = rho + 2 sqrt(rho ln(1/delta)), so sqrt(rho) = sqrt(L + eps) - sqrt(L)."""
-    if not (math.isfinite(epsilon) and epsilon > 0) or not 0 < delta < 1:
-        raise ConfigError(f"zCDP conversion needs eps > 0 and delta in (0, 1), got {epsilon}, {delta}")
-    big_l = -math.log(delta)
-    return (epsilon / (math.sqrt(big_l + epsilon) + math.sqrt(big_l))) ** 2
-
-
-def zcdp_delta(rho: float, epsilon: float) -> float:
-    """delta of rho-zCDP at epsilon (Bun-Steinke Prop. 1.3); 1 if eps <= rho."""
-    if rho <= 0:
-        return 0.0
-    if epsilon <= rho:
-        return 1.0
-    return math.exp(-((epsilon - rho) ** 2) / (4 * rho))
-
-
-def zcdp_delta_tight(rho: float, epsilon: float) -> float:
-    """delta of rho-zCDP at epsilon by Canonne, Kamath, Steinke (NeurIPS'20,
-    Cor. 13): inf over alpha > 1 of exp((alpha - 1)(alpha rho - eps)) / (alpha - 1)
-    (1 - 1/alpha)^alpha. Every alpha gives a valid bound, so the infimum is
-    taken over a log-spaced grid of alpha in (1, 10^6] (a grid point can only
-    overstate delta); never above Bun-Steinke's ``zcdp_delta``."""
-    if rho <= 0:
-        return 0.0
-    alpha = 1.0 + np.geomspace(1e-4, 1e6, 4000)
-    log_d = (alpha - 1) * (alpha * rho - epsilon) - np.log(alpha - 1) + alpha * np.log1p(-1 / alpha)
-    return float(min(zcdp_delta(rho, epsilon), math.exp(min(0.0, float(log_d.min())))))
-
-
-@lru_cache(maxsize=4096)  # pure; every derive of a gaussian law asks it again (issue 41's property test)
-def rho_for_tight(epsilon: float, delta: float) -> float:
-    """The largest rho (to 1e-9 relative) with ``zcdp_delta_tight(rho, eps) <= delta``;
-    at least ``rho_for``'s (about 1.4x it at eps ~ 1, delta = 1e-6)."""
-    lo = rho_for(epsilon, delta)
-    hi = 4 * lo
-    while zcdp_delta_tight(hi, epsilon) <= delta:
-        lo, hi = hi, 2 * hi
-    while hi - lo > 1e-9 * lo:
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if zcdp_delta_tight(mid, epsilon) <= delta else (lo, mid)
-    return lo
 
 
 def gaussian_rho(l2_sensitivity: float, sigma_sq: int, length: int, min_devices: int, max_devices: int) -> float:

@@ -124,6 +124,27 @@ class SecureSumError(DecodeError):
 
 
 @dataclass(frozen=True)
+class SumLaw:
+    """How a round's secure sum is calibrated beyond its (eps, delta): the noise law
+    ("auto": the one with the smaller noise) and the eps at which its failure
+    probability is charged (``SecureSumParams.derive``'s ``failure_epsilon``; None:
+    its own). A plan that composes several sums in zCDP asks for the gaussian law
+    at the total's eps (``kinds.partition_plan``)."""
+
+    noise: str = "auto"
+    failure_epsilon: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.noise not in NOISES + ("auto",):
+            raise ConfigError(f"secure sum noise must be one of {NOISES + ('auto',)}, got {self.noise!r}")
+        if self.failure_epsilon is not None and not (math.isfinite(self.failure_epsilon) and self.failure_epsilon > 0):
+            raise ConfigError(f"failure_epsilon must be finite and > 0, got {self.failure_epsilon}")
+
+
+DEFAULT_LAW = SumLaw()  # the smaller noise at the round's own (eps, delta)
+
+
+@dataclass(frozen=True)
 class SecureSumParams:
     """Public parameters of one secure sum; every inequality of the module
     docstring is re-checked on construction, so a published set cannot lie."""
@@ -244,14 +265,22 @@ class SecureSumParams:
         return gaussian_rho(self.l2_sensitivity, self.sigma_sq, self.length, self.min_devices, self.max_devices)
 
     @property
-    def delta_used(self) -> float:
+    def failure(self) -> float:
+        """The probability that the protocol's view differs from its ideal mechanism's (a
+        clipped noise draw, tau, or split-and-mix's statistical distance, 2^-sigma): what
+        ``delta_used`` charges (1 + e^eps) times, and what a zCDP composition of several
+        sums adds up (``privacy.zcdp.composed_epsilon``)."""
         if self.noise == "gaussian":
             tail = discrete_gaussian_tail(self.sigma_sq, self.noise_clip)
-            mech = zcdp_delta_tight(self.rho, self.epsilon)
         else:
-            tail, mech = self.alpha ** (self.noise_clip + 1), 0.0
+            tail = self.alpha ** (self.noise_clip + 1)
         tau = self.max_devices * self.length * 2 * tail
-        return mech + (1 + math.exp(self.epsilon)) * (tau + 2.0**-self.sigma)
+        return tau + 2.0**-self.sigma
+
+    @property
+    def delta_used(self) -> float:
+        mech = zcdp_delta_tight(self.rho, self.epsilon) if self.noise == "gaussian" else 0.0
+        return mech + (1 + math.exp(self.epsilon)) * self.failure
 
     @property
     def noise_std(self) -> float:
@@ -278,18 +307,24 @@ class SecureSumParams:
         noise: str = "laplace",
         l2_norm: float | None = None,
         aligned: bool = False,
+        failure_epsilon: float | None = None,
     ) -> SecureSumParams:
         """The documented rule (module docstring): sigma, T, q = 2^bits, s.
         ``noise="auto"`` (needs ``l2_norm``) derives both laws and keeps the
-        one with the smaller noise_std."""
+        one with the smaller noise_std. ``failure_epsilon`` > epsilon: sigma and T
+        are sized so (1 + e^failure_epsilon) x the failure stays within the same
+        share of delta (a sum composed in zCDP with others into a total of that
+        eps, ``privacy.zcdp.composed_epsilon``); the round's own delta only gains."""
         if max_devices is None:
             max_devices = 100 * min_devices
         if not (math.isfinite(epsilon) and epsilon > 0) or not 0 < delta < 1:
             raise ConfigError(f"secure sum needs eps > 0 and delta in (0, 1), got eps={epsilon}, delta={delta}")
         if scale < 1:
             raise ConfigError(f"secure sum scale must be >= 1, got {scale}")
+        if failure_epsilon is not None and not (math.isfinite(failure_epsilon) and failure_epsilon >= epsilon):
+            raise ConfigError(f"secure sum failure_epsilon must be finite and >= epsilon ({epsilon}), got {failure_epsilon}")
         args = dict(l1_norm=l1_norm, max_abs=max_abs, max_nonzero=max_nonzero, epsilon=epsilon, delta=delta,
-                    min_devices=min_devices, max_devices=max_devices, scale=scale)
+                    min_devices=min_devices, max_devices=max_devices, scale=scale, failure_epsilon=failure_epsilon)
         if noise == "auto":
             if l2_norm is None:
                 raise ConfigError("noise='auto' needs the vectors' l2_norm")
@@ -305,7 +340,7 @@ class SecureSumParams:
             return cls._derive_gaussian(length, l2_norm=l2_norm, aligned=aligned, **args)  # type: ignore[arg-type]
         if noise != "laplace":
             raise ConfigError(f"secure sum noise must be one of {NOISES + ('auto',)}, got {noise!r}")
-        growth = 1 + math.exp(epsilon)
+        growth = 1 + math.exp(max(epsilon, failure_epsilon or epsilon))
         sigma = max(MIN_SIGMA, math.ceil(math.log2(2 * growth / delta)))
         sens = 2 * (math.floor(scale * l1_norm) + max_nonzero)
         log_alpha = -epsilon / sens
@@ -327,12 +362,13 @@ class SecureSumParams:
     def _derive_gaussian(
         cls, length: int, *, l1_norm: float, max_abs: float, max_nonzero: int, epsilon: float, delta: float,
         min_devices: int, max_devices: int | None, scale: int, l2_norm: float, aligned: bool,
+        failure_epsilon: float | None = None,
     ) -> SecureSumParams:
         """Gaussian law (arguments checked by ``derive``): rho from (eps,
         delta / 2); the largest power-of-two scale <= ``scale`` whose S fits
         the exact sampler (2^20); T for delta / 4; sigma for delta / 4."""
         assert max_devices is not None
-        growth = 1 + math.exp(epsilon)
+        growth = 1 + math.exp(max(epsilon, failure_epsilon or epsilon))
         sigma = max(MIN_SIGMA, math.ceil(math.log2(4 * growth / delta)))
         rho = rho_for_tight(epsilon, delta / 2)
         scale = 1 << (int(scale).bit_length() - 1)

@@ -42,6 +42,7 @@ Pure math, no I/O.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from fractions import Fraction
 from functools import lru_cache
 
@@ -49,6 +50,7 @@ import numpy as np
 
 from shoal.common.errors import PrivacyError
 from shoal.common.privacy.events import RoundsEvent, SecureSumEvent, ShuffledEvent, local_epsilon
+from shoal.common.privacy.zcdp import composed_epsilon
 
 BOUNDS = ("fmt21-numerical", "fmt21-closed-form")
 
@@ -231,17 +233,43 @@ def max_local_epsilon(eps: float, delta: float, n: int, bound: str = "fmt21-nume
     return lo
 
 
+def flat_rounds(event: RoundsEvent) -> Iterator[object]:
+    """The rounds of a ``RoundsEvent``, nested ones in their place."""
+    for e in event.rounds:
+        if isinstance(e, RoundsEvent):
+            yield from flat_rounds(e)
+        else:
+            yield e
+
+
+def gaussian_sums(sums: list[SecureSumEvent]) -> tuple[float, float]:
+    """(eps, delta) of discrete-Gaussian secure sums over the same devices: delta the sum of
+    theirs, eps the smaller of basic composition's sum and zCDP's (their rhos add, their
+    failures add; ``zcdp.composed_epsilon`` at that delta)."""
+    eps, delta = math.fsum(e.epsilon for e in sums), math.fsum(e.delta for e in sums)
+    if len(sums) > 1:
+        rho, failure = math.fsum(e.rho for e in sums), math.fsum(e.failure for e in sums)
+        eps = min(eps, composed_epsilon(rho, failure, delta, eps))
+    return eps, delta
+
+
 def central_guarantee(event: object) -> tuple[float, float]:
     """The central (eps, delta) the server's view satisfies.
 
     A ``ShuffledEvent`` gets the amplification bound it names, a
     ``SecureSumEvent`` its own (eps, delta), a ``RoundsEvent`` the sum over
-    its rounds (basic composition); any other
+    its rounds (basic composition; nested ones flattened), except that two or
+    more discrete-Gaussian secure sums among them are stated together in zCDP
+    when that is smaller (``gaussian_sums``); any other
     event is pure local DP, (local eps, 0). Unknown events raise."""
     if isinstance(event, SecureSumEvent):
         return event.epsilon, event.delta
     if isinstance(event, RoundsEvent):
-        parts = [central_guarantee(e) for e in event.rounds]
+        rounds = list(flat_rounds(event))
+        sums = [e for e in rounds if isinstance(e, SecureSumEvent) and e.rho > 0]
+        parts = [central_guarantee(e) for e in rounds if not (isinstance(e, SecureSumEvent) and e.rho > 0)]
+        if sums:
+            parts.append(gaussian_sums(sums))
         return math.fsum(e for e, _ in parts), math.fsum(d for _, d in parts)
     if isinstance(event, ShuffledEvent):
         eps0 = local_epsilon(event.local)

@@ -116,12 +116,21 @@ class SecureSumEvent:
     min_devices: int
     shares: int
     noise: str = "laplace"
+    rho: float = 0.0  # the gaussian law's zCDP (0: none, the laplace law): several such sums compose in zCDP
+    failure: float = 0.0  # the probability the protocol differs from its ideal mechanism (``SecureSumParams.failure``)
+
+    def __post_init__(self) -> None:
+        if self.rho < 0 or self.failure < 0 or (self.rho > 0) != (self.noise == "gaussian"):
+            raise PrivacyError(f"a secure sum's rho ({self.rho}) belongs to the gaussian law and its failure "
+                               f"({self.failure}) is a probability; got noise {self.noise!r}")
 
 
 @dataclass(frozen=True)
 class RoundsEvent:
     """Sequential composition of whole rounds over the same devices (for
-    instance a tree round and its ``refine`` round): epsilons and deltas add."""
+    instance a tree round and its ``refine`` round): epsilons and deltas add,
+    except that discrete-Gaussian secure sums may compose in zCDP
+    (``accounting.central_guarantee``)."""
 
     rounds: tuple[object, ...]
 

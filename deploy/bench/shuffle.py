@@ -7,6 +7,10 @@ For each dataset and central eps (delta fixed), three ways to spend it:
 - shuffle + refine: the tree round gets (1 - f) eps and (1 - g) delta, a
   second round (``refine``: one Lloyd step through ``secure_sum``) gets
   f eps and g delta; basic composition gives the same total (eps, delta).
+  Where the first round is a partition stage (a one-bit mean round, then the
+  partition through that mean) and every sum's noise is discrete Gaussian,
+  the shares are shares of the total's zCDP rho instead
+  (``kinds/partition_plan.py``): the rounds compose in zCDP within (eps, delta).
 Objectives are k-means cost / n in the unit ball, against Lloyd on the true
 points (non-private) and one center at the mean (trivial).
 
@@ -168,7 +172,8 @@ def run_shuffle_bench(args: argparse.Namespace) -> int:
     rule = "kinds.refine.refine_share's rule" if share is None else f"{share:g} of eps"
     header = (f"machine: {machine()}; seeds {','.join(map(str, seeds))} (means; generated sets are redrawn per seed); "
               f"encoder auto (the table names its choice per variant); delta={delta:g}; shuffle batch = n (one release "
-              f"per round); refine gets {rule} and {REFINE_DELTA_SHARE:g} of delta (basic composition); central "
+              f"per round); refine gets {rule} and {REFINE_DELTA_SHARE:g} of delta (basic composition; a partition stage's "
+              f"discrete-Gaussian rounds: those shares of the total's rho, composed in zCDP); central "
               f"libraries in the same run: {', '.join(libraries) or 'none'} (diffprivlib: pure eps)")
     print("shoal bench --model shuffle:", header, flush=True)
     rows: list[dict[str, Any]] = []

@@ -36,7 +36,8 @@ from shoal.common.errors import ConfigError
 from shoal.common.kinds.local_refine import refine_devices
 from shoal.common.kinds.partition import REFINE_SPLIT as PARTITION_REFINE_SPLIT
 from shoal.common.kinds.partition import contributions as partition_contributions
-from shoal.common.kinds.partition import derive_partition
+from shoal.common.kinds.partition import derive_partition, mean_of
+from shoal.common.kinds.partition_plan import PartitionPlan, plan_partition_stage
 from shoal.common.kinds.refine import (
     REFINE_DELTA_SHARE,
     contributions,
@@ -45,7 +46,9 @@ from shoal.common.kinds.refine import (
     refine_share,
 )
 from shoal.common.kinds.tree import EncoderChoice, derive_config
+from shoal.common.mechanisms.secure_sum import DEFAULT_LAW, SumLaw
 from shoal.common.privacy.accounting import central_guarantee, spend_left, split_spend
+from shoal.common.privacy.events import RoundsEvent
 from shoal.deploy.simulation.evaluation import (
     blocks,
     evaluate,
@@ -198,13 +201,15 @@ def refine_in_process(
     seed: int = 0,
     chunk: int = 10_000,
     split: int = 1,
+    law: SumLaw = DEFAULT_LAW,
 ) -> dict[str, Any]:
     """Run a ``refine`` round in-process (``summed_in_process``); returns the
-    refined ball centers and timings. ``split``: candidates per parent center."""
+    refined ball centers and timings. ``split``: candidates per parent center;
+    ``law``: the secure sum's calibration (a partition plan's)."""
     points = np.asarray(points, dtype=np.float64)
     n = points.shape[0]
     cfg = derive_refine("parent", parent_ball_centers, bound, epsilon, delta, min_devices,
-                        max_devices=max(n, 100 * min_devices), split=split, seed=seed)
+                        max_devices=max(n, 100 * min_devices), split=split, seed=seed, law=law)
     params = cfg.secure_sum
     t = time.perf_counter()
     sums = summed_in_process(points, contributions, cfg, "refine", np.random.SeedSequence([seed, 11]), chunk)
@@ -223,15 +228,23 @@ def refine_in_process(
     }
 
 
-def partition_in_process(points: NDArray[np.float64], k: int, bound: PublicBound, epsilon: float, delta: float,
+def partition_in_process(points: NDArray[np.float64], k: int, bound: PublicBound, plan: PartitionPlan,
                          min_devices: int, seed: int = 0, chunk: int = 10_000) -> dict[str, Any]:
-    """Run a ``partition`` round in-process (``summed_in_process``)."""
+    """Run a partition stage in-process (``summed_in_process``): the one-bit mean round, then
+    the ``partition`` round through its released mean (``kinds/partition.py``), at the
+    plan's budgets (``kinds/partition_plan.py``); "round_events" holds both rounds' events."""
     points = np.asarray(points, dtype=np.float64)
     n = points.shape[0]
-    cfg = derive_partition(n, points.shape[1], k, bound=bound, epsilon=epsilon, delta=delta, min_devices=min_devices,
-                           max_devices=max(n, 100 * min_devices), seed=seed)
-    params = cfg.secure_sum
+    big = max(n, 100 * min_devices)
     t = time.perf_counter()
+    m, p = plan.mean, plan.partition
+    first = derive_partition(n, points.shape[1], k, bound=bound, epsilon=m.epsilon, delta=m.delta,
+                             min_devices=min_devices, max_devices=big, seed=seed, round_id="mean", bits=1, law=m.law)
+    center = mean_of(summed_in_process(points, partition_contributions, first, "partition",
+                                       np.random.SeedSequence([seed, 17]), chunk), first)
+    cfg = derive_partition(n, points.shape[1], k, bound=bound, epsilon=p.epsilon, delta=p.delta, min_devices=min_devices,
+                           max_devices=big, seed=seed, center=center, law=p.law)
+    params = cfg.secure_sum
     sums = summed_in_process(points, partition_contributions, cfg, "partition", np.random.SeedSequence([seed, 13]),
                              chunk)
     enc = time.perf_counter() - t
@@ -243,15 +256,17 @@ def partition_in_process(points: NDArray[np.float64], k: int, bound: PublicBound
     return {
         "normalized_objective": objective,
         "trivial_objective": trivial,
-        "n": n, "d": points.shape[1], "k": k, "eps": float(epsilon), "encoder": "partition",
+        "n": n, "d": points.shape[1], "k": k, "eps": float(p.epsilon), "encoder": "partition",
         "encoder_requested": "partition", "ball_centers": centers.tolist(),
         "centers": bound.from_ball(centers).tolist(), "sizes": sizes.tolist(),
-        "privacy": partition_statement(cfg),
+        "privacy": partition_statement(cfg, first),
+        "round_events": (first.event, cfg.event),
         "encode_seconds": enc, "decode_seconds": dec, "peak_rss_mb": peak_rss_mb(),
         "diagnostics": {"buckets": cfg.buckets, "buckets_kept": kept, "noise_std": params.noise_std,
-                        "shares_per_device": params.shares},
+                        "shares_per_device": params.shares,
+                        "center": None if center is None else center.tolist()},
         "quality": None,
-        "config": {"bits": cfg.bits, "eps": float(epsilon)},
+        "config": {"bits": cfg.bits, "eps": float(p.epsilon), "composition": plan.composition},
     }
 
 
@@ -285,7 +300,9 @@ def simulate_rounds(
 ) -> dict[str, Any]:
     """``shoal simulate`` in every model: a tree round, optionally followed by a
     refine round (one Lloyd step through secure summation, central model of
-    the shuffler), within one total (epsilon, delta) by basic composition.
+    the shuffler), within one total (epsilon, delta) by basic composition; a
+    partition stage (mean round, partition round, refine round: all secure sums)
+    at ``kinds.partition_plan``'s budgets, in zCDP where its sums are Gaussian.
 
     Shuffle model: ``epsilon``/``delta`` are central; devices randomise at the
     amplified eps0 for batches of ``min_batch`` (default: all n devices in one
@@ -325,7 +342,11 @@ def simulate_rounds(
     if encoder == "partition":  # a first round with central noise: secure sums over a public partition
         if model != "shuffle":
             raise ConfigError("a partition round sums shares through the shuffler: it needs model='shuffle'")
-        out = partition_in_process(points, k, bound, tree_eps, tree_delta, int(min_batch or n), seed=seed)
+        batch = int(min_batch or n)
+        plan = plan_partition_stage(epsilon, (tree_eps, tree_delta), (refine_epsilon, refine_delta) if refine_epsilon
+                                    else None, points.shape[1], batch, max(n, 100 * batch))
+        out = partition_in_process(points, k, bound, plan, batch, seed=seed)
+        events = out.pop("round_events")
         if nonprivate is None and reference:
             nonprivate = reference_objective(points, bound, k, seed)
         out["nonprivate_objective"] = None if nonprivate is None else float(nonprivate)
@@ -335,10 +356,16 @@ def simulate_rounds(
     out["model"] = model
     if not refine_epsilon:
         return out
+    if encoder == "partition" and plan.refine is not None:  # the plan's refine round
+        refine_epsilon, refine_delta, law = plan.refine.epsilon, plan.refine.delta, plan.refine.law
+    else:
+        law, events = DEFAULT_LAW, ()
     ref = refine_in_process(points, np.asarray(out["ball_centers"]), bound, refine_epsilon, refine_delta,
                             min_devices=int(min_batch or n), seed=seed,
-                            split=PARTITION_REFINE_SPLIT if encoder == "partition" else 1)
+                            split=PARTITION_REFINE_SPLIT if encoder == "partition" else 1, law=law)
     e2, d2 = central_guarantee(ref["event"])
+    composed = (central_guarantee(RoundsEvent((*events, ref["event"]))) if events else
+                (out["privacy"]["central_epsilon"] + e2, out["privacy"]["delta"] + d2))
     (refined,), _ = evaluate(points, bound, [np.asarray(ref["ball_centers"])])
     out.update(
         tree_objective=out["normalized_objective"],
@@ -347,7 +374,7 @@ def simulate_rounds(
         centers=bound.from_ball(np.asarray(ref["ball_centers"])).tolist(),
         refine={"epsilon": e2, "delta": d2, "shares_per_device": ref["shares_per_device"], "seconds": ref["seconds"],
                 "noise": ref["noise"], "noise_sd": ref["noise_std"]},
-        composed={"epsilon": out["privacy"]["central_epsilon"] + e2, "delta": out["privacy"]["delta"] + d2},
+        composed={"epsilon": composed[0], "delta": composed[1]},
     )
     return out
 

@@ -108,6 +108,9 @@ class PartitionTuningIn(BaseModel):
     bits: StrictInt | None = Field(None, ge=1, le=10, description="2^bits buckets (default: bucket_bits' rule)")
     max_devices: StrictInt | None = Field(None, ge=2, le=10**9, description=(
         "most devices decoded (the secure sum's overflow bound); default 2 x n_expected"))
+    center: list[float] | None = Field(None, min_length=1, max_length=100_000, description=(
+        "the point the hyperplanes pass through, in the data's coordinates (default: the bound's centre): a "
+        "released mean, e.g. diagnostics.mean of a one-bit partition round (tuning.bits = 1) on the same devices"))
 
 
 class CentralTuningIn(BaseModel):

@@ -204,6 +204,8 @@ export interface SharesConfig {
   /** partition */
   bits: number;
   seed: bigint;
+  /** partition: the point the hyperplanes pass through (the ball's centre when the config has none) */
+  center: number[];
   /** elbow: 2 (kmeans) or 1 (kmedian) */
   z: number;
   sketch: SketchConfig | null;
@@ -220,6 +222,15 @@ function centersOf(d: Record<string, unknown>, k: number, dim: number): number[]
   });
 }
 
+function centerOf(raw: unknown, dim: number): number[] {
+  if (!Array.isArray(raw) || raw.length !== dim) throw new ConfigError(`partition center must have ${dim} coordinates`);
+  const row = raw.map((x: unknown) => (typeof x === "bigint" ? Number(x) : x));
+  if (!row.every((x): x is number => typeof x === "number" && Number.isFinite(x)) || npNorm(row) > 1 + 1e-9) {
+    throw new ConfigError("partition center must be a finite point of the unit ball");
+  }
+  return row;
+}
+
 export function parseSharesConfig(data: JsonValue | Record<string, unknown>): SharesConfig {
   if (typeof data !== "object" || data === null || Array.isArray(data)) throw new ConfigError("a config is a JSON object");
   const d = data as Record<string, unknown>;
@@ -231,10 +242,10 @@ export function parseSharesConfig(data: JsonValue | Record<string, unknown>): Sh
     const p = parseSecureSum(d["secure_sum"]);
     const m = sk.sketch.size;
     if (p.length !== 2 * m || sk.sketch.measurements !== m || p.epsilon !== sk.sketch.epsilon) throw new ConfigError("the sketch's secure sum does not match its sketch");
-    return { kind, protocol, round_id: sk.round_id, k: sk.k, dim: sk.dim, bound: sk.bound, secure_sum: p, centers: [], bits: 0, seed: 0n, z: 0, sketch: sk };
+    return { kind, protocol, round_id: sk.round_id, k: sk.k, dim: sk.dim, bound: sk.bound, secure_sum: p, centers: [], bits: 0, seed: 0n, center: [], z: 0, sketch: sk };
   }
   if (kind !== "refine" && kind !== "partition" && kind !== "elbow") throw new ConfigError(`not a secure-sum round: ${String(kind)}`);
-  const allowed = { refine: ["centers", "keep", "parent_id"], partition: ["bits", "seed"], elbow: ["centers", "objective", "parent_id"] }[kind];
+  const allowed = { refine: ["centers", "keep", "parent_id"], partition: ["bits", "seed", "center"], elbow: ["centers", "objective", "parent_id"] }[kind];
   for (const key of Object.keys(d)) {
     if (![...allowed, "kind", "protocol", "round_id", "k", "dim", "bound", "secure_sum"].includes(key)) throw new ConfigError(`not a ${kind} config: unknown field ${key}`);
   }
@@ -244,13 +255,14 @@ export function parseSharesConfig(data: JsonValue | Record<string, unknown>): Sh
   if (typeof roundId !== "string" || roundId.length < 1 || roundId.length > 64) throw new ConfigError("round_id must be a string of 1 to 64 characters");
   const p = parseSecureSum(d["secure_sum"]);
   const out: SharesConfig = { kind, protocol, round_id: roundId, k, dim, bound: parseBound(d["bound"], dim), secure_sum: p, centers: [],
-    bits: 0, seed: 0n, z: 0, sketch: null };
+    bits: 0, seed: 0n, center: [], z: 0, sketch: null };
   if (kind === "partition") {
     out.bits = int(d, "bits", 1, 30);
     const seed = d["seed"];
     if (typeof seed !== "bigint" || seed < 0n || seed >= 1n << 63n) throw new ConfigError("partition seed must be an integer in [0, 2^63)");
     out.seed = seed;
     if (p.length !== 2 ** out.bits * (dim + 1)) throw new ConfigError("the partition's secure sum length is not 2^bits (d + 1)");
+    if ("center" in d) out.center = centerOf(d["center"], dim);
   } else {
     out.centers = centersOf(d, k, dim);
     if (kind === "refine" && p.length !== k * (dim + 1)) throw new ConfigError("the refine round's secure sum length is not k (d + 1)");
@@ -293,10 +305,11 @@ export function contribution(c: SharesConfig, point: ArrayLike<number>, omega?: 
   }
   if (c.kind === "partition") {
     const h = gaussians(c.seed, "shoal/v1/partition/hyperplanes", c.bits * d);
+    const at = c.center.length ? Float64Array.from(x, (v, i) => v - c.center[i]!) : x;
     let code = 0;
     for (let j = 0; j < c.bits; j++) {
       let dot = 0;
-      for (let i = 0; i < d; i++) dot += x[i]! * h[j * d + i]!;
+      for (let i = 0; i < d; i++) dot += at[i]! * h[j * d + i]!;
       if (dot > 0) code |= 1 << j;
     }
     return slots(code, 2 ** c.bits);

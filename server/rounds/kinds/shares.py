@@ -46,7 +46,8 @@ class SharesOnly:
 
 
 def family_composition(parent_id: str, rounds: RoundsView) -> dict[str, Any]:
-    """Basic composition over a parent round and every round opened on it so
+    """Basic composition (zCDP for the discrete-Gaussian secure sums among them
+    when smaller, ``accounting.central_guarantee``) over a parent round and every round opened on it so
     far, whatever its kind (issue 12: an elbow and a refine round on one
     parent ask the same devices twice; a local refine child asks fresh
     devices, so counting it is conservative): the composed (eps, delta), the
@@ -68,8 +69,8 @@ def family_composition(parent_id: str, rounds: RoundsView) -> dict[str, Any]:
         "parent": parent_id,
         "central_epsilon": eps,
         "delta": delta,
-        "composition": f"basic, over the parent round and all {len(children)} round(s) opened on it "
-                       f"({', '.join(kinds)})",
+        "composition": f"basic (discrete-Gaussian secure sums among them in zCDP where that is smaller), over the "
+                       f"parent round and all {len(children)} round(s) opened on it ({', '.join(kinds)})",
         "rounds": [parent_privacy] + rows,
     }
 

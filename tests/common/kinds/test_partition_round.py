@@ -21,6 +21,7 @@ from shoal.common.kinds.partition import (
     codes,
     contributions,
     derive_partition,
+    mean_of,
     partition_from_dict,
     partition_to_dict,
 )
@@ -79,10 +80,60 @@ def test_a_partition_config_parses_back_to_itself():
     assert partition_from_dict(partition_to_dict(cfg)) == cfg
 
 
+def test_hyperplanes_through_a_center_bucket_each_point_as_the_origins_bucket_its_shift():
+    x = np.random.default_rng(2).uniform(-0.5, 0.5, size=(300, 16))
+    at = np.full(16, 0.05)
+    centred = _cfg(center=at)
+    assert centred.center == (0.05,) * 16 and centred.center_array.tolist() == [0.05] * 16
+    assert (codes(x, centred) == codes(x - at, _cfg())).all()
+    assert (codes(x, centred) != codes(x, _cfg())).any()  # the center moves points to other buckets
+    assert _cfg().center == () and (_cfg().center_array == 0).all()
+
+
+def test_a_centred_partition_config_parses_back_to_itself_and_publishes_its_center():
+    cfg = _cfg(center=np.linspace(-0.1, 0.1, 16))
+    data = partition_to_dict(cfg)
+    assert data["center"] == list(cfg.center)
+    assert partition_from_dict(data) == cfg
+
+
+def test_a_config_at_the_balls_centre_publishes_no_center_as_before_the_field_existed():
+    assert "center" not in partition_to_dict(_cfg())
+
+
+def test_a_published_empty_center_is_refused():
+    data = partition_to_dict(_cfg())
+    data["center"] = []
+    with pytest.raises(ConfigError, match="one coordinate per feature"):
+        partition_from_dict(data)
+
+
+def test_a_published_center_that_is_not_numbers_is_refused():
+    data = partition_to_dict(_cfg(center=np.zeros(16) + 0.1))
+    data["center"] = ["a"] * 16
+    with pytest.raises(ConfigError, match="not a partition config"):
+        partition_from_dict(data)
+
+
+def test_a_one_bit_rounds_mean_is_every_devices_mean_and_none_when_the_count_is_noise():
+    cfg = _cfg(bits=1)
+    x = np.random.default_rng(3).uniform(-0.1, 0.1, size=(500, 16)) + 0.1  # inside the ball: no clipping
+    mean = mean_of(contributions(x, cfg).sum(0), cfg)
+    assert mean is not None and np.allclose(mean, x.mean(0))
+    assert mean_of(contributions(x[:3], cfg).sum(0), cfg) is None  # 3 devices: below 3 noise sds of the count
+    far = mean_of(contributions(np.full((500, 16), 0.25), cfg).sum(0) * np.r_[[1.0] * 16 + [0.5], [1.0] * 17], cfg)
+    assert far is not None and np.linalg.norm(far) <= 1.0  # a noisy mean outside the ball is clipped into it
+
+
 @pytest.mark.parametrize("field,value,match", [
     ("k", 0, "k >= 1"),
     ("bits", 0, "bits must be in"),
     ("bits", 11, "bits must be in"),
+    ("center", (0.1,) * 15, "15 coordinates, the round has 16"),
+    ("center", (float("nan"),) * 16, "finite point of the unit ball"),
+    ("center", (0.3,) * 16, "finite point of the unit ball"),
+    ("center", (1,) * 16, "tuple of floats"),
+    ("center", [0.1] * 16, "tuple of floats"),
 ])
 def test_a_partition_config_rejects_invalid_parameter(field, value, match):
     with pytest.raises(ConfigError, match=match):

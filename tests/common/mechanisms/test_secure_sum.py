@@ -389,3 +389,43 @@ def test_laplace_alpha_is_the_exact_rational_the_shares_are_drawn_with():
     t, s = p.laplace_scale
     assert p.alpha == math.exp(-s / t)
     assert s * p.sensitivity / t <= p.epsilon < (s + 1) * p.sensitivity / t
+
+
+def _bucket(eps: float, **kw):
+    from shoal.common.kinds.refine import bucket_sum_params
+    from shoal.common.mechanisms.secure_sum import SumLaw
+
+    return bucket_sum_params(8, 16, eps, 1e-6, 1000, 10_000, SumLaw(**kw))
+
+
+def test_a_failure_charged_at_a_larger_epsilon_takes_more_sigma_and_clip_and_spends_less_delta():
+    own, charged = _bucket(0.5, noise="gaussian"), _bucket(0.5, noise="gaussian", failure_epsilon=4.0)
+    assert charged.sigma >= own.sigma and charged.noise_clip > own.noise_clip and charged.rho == own.rho
+    assert (1 + math.exp(4.0)) * charged.failure <= charged.delta / 2  # its failure within delta / 2 at eps 4
+    assert charged.delta_used <= own.delta_used <= own.delta
+
+
+def test_delta_used_is_the_mechanisms_delta_plus_the_failure_charged_at_epsilon():
+    from shoal.common.privacy.zcdp import zcdp_delta_tight
+
+    p = _bucket(1.0, noise="gaussian")
+    assert p.delta_used == zcdp_delta_tight(p.rho, 1.0) + (1 + math.exp(1.0)) * p.failure
+    lap = _bucket(1.0, noise="laplace")
+    assert lap.delta_used == (1 + math.exp(1.0)) * lap.failure
+
+
+@pytest.mark.parametrize("kw,match", [
+    ({"noise": "uniform"}, "noise must be one of"),
+    ({"failure_epsilon": 0.0}, "failure_epsilon must be finite and > 0"),
+    ({"failure_epsilon": float("inf")}, "failure_epsilon must be finite and > 0"),
+])
+def test_a_sum_law_rejects_invalid_parameter(kw, match):
+    from shoal.common.mechanisms.secure_sum import SumLaw
+
+    with pytest.raises(ConfigError, match=match):
+        SumLaw(**kw)
+
+
+def test_a_failure_epsilon_below_the_rounds_own_is_refused():
+    with pytest.raises(ConfigError, match="failure_epsilon must be finite and >= epsilon"):
+        _bucket(1.0, noise="gaussian", failure_epsilon=0.5)

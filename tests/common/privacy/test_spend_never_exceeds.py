@@ -32,9 +32,11 @@ from shoal.common.kinds.central import curator_guarantee, derive_central, derive
 from shoal.common.kinds.elbow import derive_elbow, elbow_budget
 from shoal.common.kinds.local_refine import derive_local_refine
 from shoal.common.kinds.partition import REFINE_SPLIT, derive_partition
+from shoal.common.kinds.partition_plan import plan_partition_stage
 from shoal.common.kinds.refine import derive_refine, first_round
 from shoal.common.kinds.tree import derive_config
 from shoal.common.mechanisms.exact_sampling import laplace_scale_fraction
+from shoal.common.mechanisms.secure_sum import DEFAULT_LAW
 from shoal.common.privacy.accounting import central_guarantee
 from shoal.common.privacy.events import RoundsEvent
 from shoal.deploy.notebook.central import CENSUS_SHARE
@@ -92,13 +94,25 @@ def shuffle_cell(n: int, d: int, k: int, eps: float, delta: float, refine: str) 
     """``shoal simulate --model shuffle`` (``simulate_rounds``): the split, then a
     tree or partition first round and a refine round, composed as simulate
     prints it and as the service's family statement composes it."""
+    law = DEFAULT_LAW
     r = 0.0 if refine == "none" else refine_epsilon("auto" if refine == "auto" else EXPLICIT_SHARE * eps,
                                                     shape(n, d), k, eps, delta, None)
     (tree_eps, tree_delta), (ref_eps, ref_delta) = round_budget(eps, delta, r)
     out: list[Part] = []
     if first_round(n, d, k, tree_delta, n) == "partition":
-        part = derive_partition(n, d, k, tree_eps, tree_delta, BOUND, min_devices=n, max_devices=max(n, 100 * n))
-        stmt, event, split = partition_statement(part), part.event, REFINE_SPLIT
+        # ``partition_in_process`` at ``plan_partition_stage``'s budgets: a one-bit mean round, then the
+        # partition round through its mean (and the refine round below), composed in zCDP or by basic composition
+        plan = plan_partition_stage(eps, (tree_eps, tree_delta), (ref_eps, ref_delta) if r else None, d, n,
+                                    max(n, 100 * n))
+        m, p = plan.mean, plan.partition
+        mean = derive_partition(n, d, k, m.epsilon, m.delta, BOUND, min_devices=n, max_devices=max(n, 100 * n),
+                                bits=1, law=m.law)
+        part = derive_partition(n, d, k, p.epsilon, p.delta, BOUND, min_devices=n, max_devices=max(n, 100 * n),
+                                center=np.full(d, 0.1 / np.sqrt(d)), law=p.law)
+        stmt, event, split = partition_statement(part, mean), RoundsEvent((mean.event, part.event)), REFINE_SPLIT
+        if plan.refine is not None:
+            ref_eps, ref_delta, law = plan.refine.epsilon, plan.refine.delta, plan.refine.law
+        out.append(secure_sum_inside("mean round", mean.secure_sum))
         out.append(secure_sum_inside("partition round", part.secure_sum))
     else:
         tree = derive_config(n, d, k, tree_eps, model="shuffle", delta=tree_delta, min_batch=n, seed=0)
@@ -107,10 +121,13 @@ def shuffle_cell(n: int, d: int, k: int, eps: float, delta: float, refine: str) 
     if not r:
         return out
     ref = derive_refine("parent", parent_centers(k, d), BOUND, ref_eps, ref_delta, n, max_devices=max(n, 100 * n),
-                        split=split)
-    e2, d2 = central_guarantee(ref.event)
+                        split=split, law=law)
     out.append(secure_sum_inside("refine round", ref.secure_sum))
-    out.append(("simulate's composed", stmt["central_epsilon"] + e2, stmt["delta"] + d2))
+    if split == REFINE_SPLIT:  # ``simulate_rounds``: the stage's three rounds as one RoundsEvent
+        out.append(("simulate's composed", *central_guarantee(RoundsEvent((event, ref.event)))))
+    else:
+        e2, d2 = central_guarantee(ref.event)
+        out.append(("simulate's composed", stmt["central_epsilon"] + e2, stmt["delta"] + d2))
     out.append(("family (RoundsEvent)", *central_guarantee(RoundsEvent((event, ref.event)))))
     return out
 

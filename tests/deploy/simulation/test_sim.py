@@ -173,7 +173,8 @@ def test_sim_partition_round_then_a_refine_round_through_the_shuffler(capsys):
     # Lloyd step undoes (kinds/partition.py: up to 0.62 x one center in 400 runs).
     assert out["normalized_objective"] < out["trivial_objective"]
     rf = out["refine"]
-    assert rf["devices"] == 600 and rf["privacy"]["central_epsilon"] == pytest.approx(2.0)
+    # eps 1 + 1, both sums discrete Gaussian (d = 10): the family is stated in zCDP, below basic's 2.0
+    assert rf["devices"] == 600 and 1.0 < rf["privacy"]["central_epsilon"] < 2.0
     assert rf["normalized_objective"] < out["trivial_objective"]
 
 

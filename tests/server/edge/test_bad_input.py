@@ -50,6 +50,10 @@ def _create(client, **change):
      "tuning.bits"),
     ({"encoder": "partition", "model": "shuffle", "delta": 1e-6, "min_batch": 100, "tuning": {"levels": 3}},
      "tuning.levels: unknown key"),
+    ({"encoder": "partition", "model": "shuffle", "delta": 1e-6, "min_batch": 100, "tuning": {"center": ["a"]}},
+     "tuning.center"),
+    ({"encoder": "partition", "model": "shuffle", "delta": 1e-6, "min_batch": 100, "tuning": {"center": []}},
+     "tuning.center"),
 ])
 def test_each_invalid_round_parameter_is_a_422_naming_it(client, change, needle):
     r = _create(client, **change)

@@ -136,6 +136,26 @@ def test_a_refine_round_on_a_partition_round_splits_each_center_in_two_by_defaul
     assert res["diagnostics"]["devices"] == 2000
 
 
+def test_a_one_bit_partition_rounds_mean_centers_the_next_partition_rounds_hyperplanes(server):
+    from shoal.common.kinds.partition import contributions as partition_contributions
+
+    ds = paper_mixture(2000, d=4, k=3, seed=4)
+    body = {"k": 3, "dim": 4, "epsilon": 1.0, "n_expected": 2000, "encoder": "partition", "model": "shuffle",
+            "delta": 1e-6, "min_batch": 1000}
+    first = httpx.post(server.url + "/rounds", json=body | {"tuning": {"bits": 1}}, headers=server.op_headers())
+    assert first.status_code == 201, first.text
+    mean = _send_shares(server, first.json(), partition_contributions, ds)["diagnostics"]["mean"]
+    assert np.linalg.norm(np.asarray(mean) - ds.points.mean(0)) < 0.05  # 2000 devices' mean, noise sd ~ 0.005
+    wrong = httpx.post(server.url + "/rounds", json=body | {"tuning": {"center": mean[:3]}}, headers=server.op_headers())
+    assert wrong.status_code in (400, 422) and "tuning.center must be 4 finite numbers" in wrong.text
+    part = httpx.post(server.url + "/rounds", json=body | {"tuning": {"center": mean}}, headers=server.op_headers())
+    assert part.status_code == 201, part.text
+    cfg = part.json()["config"]
+    assert np.allclose(cfg["center"], ds.bound.to_ball(np.asarray([mean]))[0])
+    res = _send_shares(server, part.json(), partition_contributions, ds)
+    assert len(res["centers"]) == 3 and res["diagnostics"]["devices"] == 2000
+
+
 def test_a_refine_round_on_a_tree_round_does_not_split(server):
     ds = paper_mixture(1200, d=4, k=3, seed=3)
     parent, _ = done_tree_round(server, ds.points)
