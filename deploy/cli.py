@@ -287,7 +287,9 @@ def _simulate(args: argparse.Namespace) -> int:
               f"{r['block_dim']} dimensions; each device answers one of the two rounds")
     elif "refine" in out:
         r = out["refine"]
-        print(f"  refine round: eps {r['epsilon']:.4g} ({r['epsilon'] / args.eps:.2g} of --eps{', auto' if args.refine == 'auto' else ''}), "
+        of = ("of the budget's zCDP rho; the rounds compose in zCDP" if r.get("composition") == "zcdp" else "of --eps")
+        print(f"  refine round: eps {r['epsilon']:.4g} ({r.get('share', r['epsilon'] / args.eps):.2g} {of}"
+              f"{', auto' if args.refine == 'auto' else ''}), "
               f"distributed discrete {r['noise']} noise, sd {r['noise_sd']:.3g} per coordinate of the sums, {r['shares_per_device']} shares per device")
     if "tree_objective" in out:
         print(f"  {'first round objective':22s} {out['tree_objective']:.5f}")

@@ -45,8 +45,9 @@ and 18 buckets cleared the noise gate; through the data's mean, 56. The
 stage that runs a partition round (``shoal simulate``, the estimator, the
 benchmarks: ``deploy/simulation/simulate.partition_in_process``) first runs a
 one-bit partition round at ``MEAN_SHARE`` of its (eps, delta) and centres the
-partition at that round's mean (``mean_of``, post-processing); the two compose
-by basic composition (``mean_budget``). Measured (shuffle + refine, central
+partition at that round's mean (``mean_of``, post-processing); the budget is
+split by ``mean_budget``, and the rounds (the refine round's too) compose in
+zCDP where their sums are discrete Gaussian (``kinds/partition_plan.py``). Measured (shuffle + refine, central
 eps 1 and 4, delta 1e-6, seeds 0-2, ``simulate_rounds``): letter 0.0570 ->
 0.0533 at eps 1 and 0.0469 -> 0.0420 at eps 4 (shares 0.1 / 0.2: 0.0537 /
 0.0588 and 0.0427 / 0.0436); the overlapping-cluster generator (centred in

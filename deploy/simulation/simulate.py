@@ -264,7 +264,7 @@ def partition_in_process(points: NDArray[np.float64], k: int, bound: PublicBound
         "encode_seconds": enc, "decode_seconds": dec, "peak_rss_mb": peak_rss_mb(),
         "diagnostics": {"buckets": cfg.buckets, "buckets_kept": kept, "noise_std": params.noise_std,
                         "shares_per_device": params.shares,
-                        "center": None if center is None else center.tolist()},
+                        "ball_center": None if center is None else center.tolist()},
         "quality": None,
         "config": {"bits": cfg.bits, "eps": float(p.epsilon), "composition": plan.composition},
     }
@@ -356,8 +356,10 @@ def simulate_rounds(
     out["model"] = model
     if not refine_epsilon:
         return out
+    share, composition = refine_epsilon / epsilon, "basic"
     if encoder == "partition" and plan.refine is not None:  # the plan's refine round
         refine_epsilon, refine_delta, law = plan.refine.epsilon, plan.refine.delta, plan.refine.law
+        composition = plan.composition
     else:
         law, events = DEFAULT_LAW, ()
     ref = refine_in_process(points, np.asarray(out["ball_centers"]), bound, refine_epsilon, refine_delta,
@@ -373,7 +375,7 @@ def simulate_rounds(
         ball_centers=np.asarray(ref["ball_centers"]).tolist(),
         centers=bound.from_ball(np.asarray(ref["ball_centers"])).tolist(),
         refine={"epsilon": e2, "delta": d2, "shares_per_device": ref["shares_per_device"], "seconds": ref["seconds"],
-                "noise": ref["noise"], "noise_sd": ref["noise_std"]},
+                "noise": ref["noise"], "noise_sd": ref["noise_std"], "share": share, "composition": composition},
         composed={"epsilon": composed[0], "delta": composed[1]},
     )
     return out

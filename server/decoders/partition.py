@@ -17,7 +17,8 @@ from shoal.server.decoders.kmeans import reduce_weighted
 
 def partition_statement(config: PartitionConfig, mean: PartitionConfig | None = None) -> dict[str, Any]:
     """The round's statement; with ``mean`` (the one-bit round whose released mean is
-    ``config.center``) the two rounds' basic composition over the same devices."""
+    ``config.center``) the two rounds' composition over the same devices (basic, or zCDP
+    when both sums are discrete Gaussian and that is smaller: ``accounting.central_guarantee``)."""
     s = config.secure_sum
     eps, delta = central_guarantee(RoundsEvent((mean.event, config.event)) if mean else config.event)
     how = ("zCDP" if mean and mean.secure_sum.noise == s.noise == "gaussian" and eps < mean.secure_sum.epsilon + s.epsilon

@@ -87,11 +87,14 @@ def test_simulate_refine_auto_takes_the_rules_share_within_the_total_budget(tmp_
     assert main(args) == 0
     text = capsys.readouterr().out
     share = refine_share(20_000, 10, 4, 1.0, 1e-6)
-    assert f"({share:.2g} of --eps, auto)" in text and "distributed discrete" in text
+    # a partition stage whose sums are all discrete Gaussian (d = 10): the share is of the total's zCDP rho
+    assert f"({share:.2g} of the budget's zCDP rho; the rounds compose in zCDP, auto)" in text
+    assert "distributed discrete" in text
     assert main(args + ["--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["refine"]["epsilon"] == pytest.approx(share)
-    assert out["composed"]["epsilon"] == pytest.approx(1.0)
+    assert out["refine"]["share"] == pytest.approx(share) and out["refine"]["composition"] == "zcdp"
+    assert out["refine"]["epsilon"] > share  # its own eps: more than basic composition would leave it
+    assert 0.9 < out["composed"]["epsilon"] <= 1.0
 
 
 def test_simulate_refuses_a_refine_that_is_neither_a_number_nor_auto(tmp_path, capsys):

@@ -142,7 +142,7 @@ def test_simulate_runs_a_partition_round_where_the_shuffle_trees_vectors_locate_
     out = simulate_rounds(ds.points, 26, 1.0, "auto", bound=ds.bound, seed=1, model="shuffle", delta=1e-6,
                           refine_epsilon=0.5, nonprivate=float("nan"))
     assert out["encoder"] == "partition" and out["privacy"]["device_epsilon"] is None
-    assert out["composed"]["epsilon"] == pytest.approx(1.0)
+    assert 0.9 < out["composed"]["epsilon"] <= 1.0  # the stage's rounds in zCDP (kinds/partition_plan.py)
     assert max(out["normalized_objective"], out["tree_objective"]) < 0.5 * out["trivial_objective"]
 
 
@@ -155,7 +155,7 @@ def test_shoal_simulate_runs_a_partition_round_and_says_it_has_no_local_guarante
     assert main([*argv, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["encoder"] == "partition" and out["privacy"]["device_epsilon"] is None and out["quality"]["certified"] is False
-    assert out["composed"]["epsilon"] == pytest.approx(1.0)
+    assert 0.9 < out["composed"]["epsilon"] <= 1.0  # the stage's rounds in zCDP (kinds/partition_plan.py)
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert "device eps none (secure sum)" in text and "first round objective" in text
