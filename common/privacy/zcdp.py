@@ -67,8 +67,9 @@ def rho_for_tight(epsilon: float, delta: float) -> float:
 
 @lru_cache(maxsize=4096)
 def composed_epsilon(rho: float, failure: float, delta: float, most: float) -> float:
-    """The smallest eps in (0, ``most``] (to a grid of 512 log-spaced points, then
-    bisection; the answer checked) with zcdp_delta_tight(rho, eps) + (1 + e^eps) failure
+    """The smallest eps in (0, ``most``] (bisection, the answer checked; when ``most``
+    itself fails, the start of the range that meets delta on a grid of 512 log-spaced
+    points first) with zcdp_delta_tight(rho, eps) + (1 + e^eps) failure
     <= delta: the (eps, delta) of releases whose ideal mechanisms add up to rho-zCDP and
     whose real protocols differ from them with probability at most ``failure`` in all (a
     view within total variation ``failure`` of an (eps, delta_g)-DP one is (eps, delta_g +
@@ -82,12 +83,15 @@ def composed_epsilon(rho: float, failure: float, delta: float, most: float) -> f
 
     if not (rho > 0 and 0 < delta < 1 and failure >= 0 and most > 0):
         return math.inf
-    grid = [float(e) for e in np.geomspace(most * 1e-4, most, 512)]
-    first = next((i for i, e in enumerate(grid) if meets(e)), None)
-    if first is None:
-        return math.inf
-    lo, hi = (grid[first - 1] if first else 0.0), grid[first]
-    while hi - lo > 1e-12 * hi:
+    if meets(most):  # the usual case (failures far below delta): bisect the whole range
+        lo, hi = 0.0, most
+    else:  # the failure term rules out ``most``: find where the range that meets delta starts
+        grid = [float(e) for e in np.geomspace(most * 1e-4, most, 512)]
+        first = next((i for i, e in enumerate(grid) if meets(e)), None)
+        if first is None:
+            return math.inf
+        lo, hi = (grid[first - 1] if first else 0.0), grid[first]
+    while hi - lo > 1e-10 * hi:
         mid = (lo + hi) / 2
         lo, hi = (lo, mid) if meets(mid) else (mid, hi)
     return hi
