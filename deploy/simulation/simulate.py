@@ -339,6 +339,8 @@ def simulate_rounds(
     if encoder == "auto" and model == "shuffle":  # the tree, or a partition round where the tree locates nothing
         if first_round(n, points.shape[1], k, tree_delta, min_batch) == "partition":
             encoder = "partition"
+    plan: PartitionPlan | None = None
+    events: tuple[object, ...] = ()  # a partition stage's round events, composed with its refine round's
     if encoder == "partition":  # a first round with central noise: secure sums over a public partition
         if model != "shuffle":
             raise ConfigError("a partition round sums shares through the shuffler: it needs model='shuffle'")
@@ -356,12 +358,10 @@ def simulate_rounds(
     out["model"] = model
     if not refine_epsilon:
         return out
-    share, composition = refine_epsilon / epsilon, "basic"
-    if encoder == "partition" and plan.refine is not None:  # the plan's refine round
+    share, composition, law = refine_epsilon / epsilon, "basic", DEFAULT_LAW
+    if plan is not None and plan.refine is not None:  # the plan's refine round
         refine_epsilon, refine_delta, law = plan.refine.epsilon, plan.refine.delta, plan.refine.law
         composition = plan.composition
-    else:
-        law, events = DEFAULT_LAW, ()
     ref = refine_in_process(points, np.asarray(out["ball_centers"]), bound, refine_epsilon, refine_delta,
                             min_devices=int(min_batch or n), seed=seed,
                             split=PARTITION_REFINE_SPLIT if encoder == "partition" else 1, law=law)

@@ -211,24 +211,19 @@ export interface SharesConfig {
   sketch: SketchConfig | null;
 }
 
+/** A point of the unit ball from a config's JSON: `dim` finite numbers (JSON integers may arrive as bigint), norm <= 1. */
+function ballPoint(raw: unknown, dim: number, shape: string, ball: string): number[] {
+  if (!Array.isArray(raw) || raw.length !== dim) throw new ConfigError(shape);
+  const row = raw.map((x: unknown) => (typeof x === "bigint" ? Number(x) : x));
+  if (!row.every((x): x is number => typeof x === "number" && Number.isFinite(x)) || npNorm(row) > 1 + 1e-9) throw new ConfigError(ball);
+  return row;
+}
+
 function centersOf(d: Record<string, unknown>, k: number, dim: number): number[][] {
   const raw = d["centers"];
   if (!Array.isArray(raw) || raw.length !== k) throw new ConfigError(`expected ${k} centers`);
-  return raw.map((c: unknown, i: number) => {
-    if (!Array.isArray(c) || c.length !== dim) throw new ConfigError(`center ${i} must have ${dim} coordinates`);
-    const row = c.map((x: unknown) => (typeof x === "bigint" ? Number(x) : (x as number)));
-    if (!row.every((x) => Number.isFinite(x)) || npNorm(row) > 1 + 1e-9) throw new ConfigError("centers must be finite points of the unit ball");
-    return row;
-  });
-}
-
-function centerOf(raw: unknown, dim: number): number[] {
-  if (!Array.isArray(raw) || raw.length !== dim) throw new ConfigError(`partition center must have ${dim} coordinates`);
-  const row = raw.map((x: unknown) => (typeof x === "bigint" ? Number(x) : x));
-  if (!row.every((x): x is number => typeof x === "number" && Number.isFinite(x)) || npNorm(row) > 1 + 1e-9) {
-    throw new ConfigError("partition center must be a finite point of the unit ball");
-  }
-  return row;
+  return raw.map((c: unknown, i: number) =>
+    ballPoint(c, dim, `center ${i} must have ${dim} coordinates`, "centers must be finite points of the unit ball"));
 }
 
 export function parseSharesConfig(data: JsonValue | Record<string, unknown>): SharesConfig {
@@ -262,7 +257,10 @@ export function parseSharesConfig(data: JsonValue | Record<string, unknown>): Sh
     if (typeof seed !== "bigint" || seed < 0n || seed >= 1n << 63n) throw new ConfigError("partition seed must be an integer in [0, 2^63)");
     out.seed = seed;
     if (p.length !== 2 ** out.bits * (dim + 1)) throw new ConfigError("the partition's secure sum length is not 2^bits (d + 1)");
-    if ("center" in d) out.center = centerOf(d["center"], dim);
+    if ("center" in d) {
+      out.center = ballPoint(d["center"], dim, `partition center must have ${dim} coordinates`,
+        "partition center must be a finite point of the unit ball");
+    }
   } else {
     out.centers = centersOf(d, k, dim);
     if (kind === "refine" && p.length !== k * (dim + 1)) throw new ConfigError("the refine round's secure sum length is not k (d + 1)");
