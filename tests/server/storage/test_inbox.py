@@ -207,9 +207,19 @@ def test_a_merge_pass_moves_the_inbox_in_slices_in_key_order_and_commits_go_on_b
         return out
 
     monkeypatch.setattr(store, "_merge_slice", counted)
+    ordered = threading.Event()  # the pass has taken its snapshot of the inbox: "waiting when it started"
+    real_order = store._inbox_order
+
+    def order():
+        out = real_order()
+        ordered.set()
+        return out
+
+    monkeypatch.setattr(store, "_inbox_order", order)
     done = threading.Event()
     worker = threading.Thread(target=lambda: (store._merge_pass(), done.set()))
     worker.start()
+    assert ordered.wait(10)  # a report added before the snapshot would be one of the rows waiting (CI: 2001)
     during = 0
     while not done.is_set():
         store.add_reports("r1", [new_message_id()], batch.select(slice(0, 1)))
