@@ -89,8 +89,10 @@ def test_operator_runs_a_round_from_the_dashboard(server, page, tmp_path: Path):
     page.screenshot(path=str(tmp_path / "round.png"), full_page=True)
 
     # The rounds list shows it done, with its count.
+    # The click only starts the navigation: wait for the list page and its row (CI once read the old page).
     page.click("text=all rounds")
-    row = page.query_selector(f"tr[data-round='{rid}']")
+    page.wait_for_url("**/ui/rounds")
+    row = page.wait_for_selector(f"tr[data-round='{rid}']")
     assert row is not None and row.query_selector(".state").inner_text() == "done"
     assert row.query_selector(".reports").inner_text() == str(USERS)
 
