@@ -40,8 +40,10 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
                        help="shuffle: --eps/--delta are central; devices randomise at the amplified eps0. "
                             "central: a trusted curator holds the points (seeds 000/003, --algorithm)")
         s.add_argument("--algorithm", choices=("auto", *ALGORITHMS), default=None,
-                       help="central model only: seed 000's or seed 003's private max coverage, or gridhist (seed 000's "
-                            "pipeline with a thresholded histogram cover); auto: by dimension")
+                       help="central model only: seed 000's or seed 003's private max coverage, gridhist (seed 000's "
+                            "pipeline with a thresholded histogram cover), greedy-001, or lsh-partition (the shuffle "
+                            "model's partition stage run by the curator: for broad, overlapping clusters); "
+                            "auto: by dimension")
         s.add_argument("--objective", choices=("kmeans", "kmedian"), default="kmeans",
                        help="central model only: kmedian runs seed 003 where the proxy is the answer (d <= ln(n)/2)")
         s.add_argument("--delta", type=float, default=None, help="central delta of a shuffle or central run (default 1e-6)")
@@ -88,6 +90,7 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
                              "central: devices seal raw points to the server, the curator (needs --via-shuffler)")
         sm.add_argument("--algorithm", choices=("auto", *ALGORITHMS, "continual"), default=None,
                         help="central model only: seed 000's or seed 003's private max coverage, seed 001's greedy, "
+                             "gridhist, lsh-partition (the shuffle model's partition stage run by the curator), "
                              "or continual: a drifting 2-D stream of --users insertions (and their deletions) over "
                              "--horizon steps through the services (deploy/simulation/continual_sim.py; --delta 0: pure eps)")
         sm.add_argument("--horizon", type=int, default=64, help="--algorithm continual: steps of the stream")

@@ -47,6 +47,23 @@ order whose first k' answer k' <= k, and the counts' budget pays for a
 private elbow curve (the cost of every k') instead. k-median runs where
 nothing is projected. Not a default: it is chosen by name.
 
+A fifth, ``lsh-partition`` (issue 41), is the shuffle model's partition stage
+(``kinds/partition.py``, ``kinds/refine.py``) run by the curator with central
+noise: a private mean of all points, every point's bucket under public
+hyperplanes through that mean (2^bits buckets), each bucket's noisy size and
+sum, weighted k-means++ and Lloyd on the kept buckets' means, then Lloyd
+steps in the original space: the first against two candidates per center
+(the split of ``kinds/refine.py``, reduced back to k), the rest shrunk
+(``lift.shrunk_lloyd_step``). Every release is a noisy average
+(``noisy_average.py``) and the stage is one zCDP budget of ``units`` unit
+releases (``PartitionStage``): a release of m units is m unit releases
+summed (post-processing) with its size drawn once at m units' eps, so the
+mean, the partition and the steps get unequal shares of one budget.
+``auto`` takes it wherever the shuffle model's first round is a partition
+round (``kinds.refine.first_round``: the tree would locate nothing), so the
+curator runs the shuffle model's own stage with one central draw per release
+where the shuffle adds a distributed noise per device.
+
 Over 300 lines on purpose: the four algorithms' public parameters, their
 budget rules, the curator's event record and the round config are kept in
 one module, so one file says what a central run spends and why.
@@ -73,7 +90,7 @@ from shoal.common.mechanisms.threshold_histogram import (
 )
 from shoal.common.privacy.accounting import spend_left
 
-ALGORITHMS: tuple[str, ...] = ("maxcover-000", "maxcover-003", "gridhist", "greedy-001")
+ALGORITHMS: tuple[str, ...] = ("maxcover-000", "maxcover-003", "gridhist", "greedy-001", "lsh-partition")
 OBJECTIVES: tuple[str, ...] = ("kmeans", "kmedian")
 DEFAULT_ALGORITHM = "auto"  # ``choose_algorithm``
 MAX_UNPROJECTED = 8  # seed 003 without projection only up to this dimension (grids in R^d)
@@ -117,6 +134,33 @@ GREEDY_SIDE = 1.0  # a level's cube has side GREEDY_SIDE r / sqrt(d'): half-diag
 GREEDY_SPLIT = (0.45, 0.1, 0.45)
 GREEDY_SPLIT_UNPROJECTED = (0.8, 0.2, 0.0)
 HISTOGRAM_RULES = ("threshold-gaussian", "seed001-values")  # cover rules whose delta comes from a HistogramNoise
+PARTITION_RULE = "lift-units"  # the partition stage's cover: its releases are units of the lift's budget
+# The noisy average's share of eps for its sizes (``noisy_average.calibrate``, which reads it from here:
+# ``PartitionStage``'s bucket rule needs the sizes' noise before any server code runs).
+SIZE_SHARE = 0.1
+# The partition stage's units of one zCDP budget: the mean, the partition, all Lloyd steps together
+# (each step round(STAGE_UNITS[2] / steps) units). Chosen on a numpy model of the stage before its
+# test against the mean and its gate on the split's parts (mean cost / n at eps 0.5 / 1 / 2 / 4): the
+# overlapping clusters (seeds 0-9 x 3 draws) (1, 19, 20) 0.0781 / 0.0774 / 0.0773 / 0.0760, (1, 9, 30)
+# 0.0783 / 0.0774 / 0.0764 / 0.0756; letter (seeds 0-2 x 3) 0.0521 / 0.0446 / 0.0406 / 0.0378 and
+# 0.0501 / 0.0436 / 0.0394 / 0.0375.
+STAGE_UNITS = (1, 9, 30)
+# At least 64 buckets (``partition_bits``): hyperplanes through the mean put two separated clusters in
+# one bucket with probability (1 - angle / pi)^bits, and the noise rule alone gave 4 bits where the sizes'
+# noise is large. The numpy model (as above): the paper generator (n = 1e4, d = 6, eps 0.5 / 1) 4 bits
+# 0.0109 / 0.0101, 6 bits 0.0018 / 0.0006; the overlapping clusters 0.0783 / 0.0774 / 0.0764 / 0.0756 at
+# the noise rule's 4-6 bits, 0.0777 / 0.0769 / 0.0762 / 0.0756 at 6; letter 6 bits either way (7: 0.0503 /
+# 0.0438 / 0.0396 / 0.0376, 8: 0.0532 / 0.0449 / 0.0400 / 0.0374).
+PARTITION_MIN_BITS = 6
+# ``auto`` takes the partition stage up to this dimension (``choose_algorithm``): its split step cuts a
+# bucket that holds two clusters by a random hyperplane through the bucket's noisy mean, and the
+# clusters' offset along a random direction shrinks as 1 / sqrt(d) while that mean's noise does not.
+# The paper generator (n = 1e4, k = 8, eps 1; 5 seeds x 20 private draws each, cost > 0.01 where one
+# center costs 0.86): d = 6, 16, 32, 64 none; d = 100: 2 of 20 on one seed (40 draws: 6, all 0.137:
+# two clusters left under one center). Real data sets are 2-16 features here; above, ``gridhist``.
+PARTITION_AUTO_MAX_DIM = 32
+PARTITION_MAX_BITS = 10  # as a partition round's (``kinds.partition.MAX_BITS``; not imported: a central device
+PARTITION_BUCKET_SDS = 24.0  # ... and ``BUCKET_SDS``) loads no other kind's module (tests/client/test_lazy_kinds.py)
 
 
 @dataclass(frozen=True)
@@ -142,6 +186,32 @@ class CoverSpec:
 
 
 @dataclass(frozen=True)
+class PartitionStage:
+    """The ``lsh-partition`` algorithm's public parameters: 2^bits buckets under hyperplanes from the
+    run's seed (``kinds.partition.hyperplanes``), and the units of the one noisy-average budget
+    that the mean, the partition and each of the ``steps`` Lloyd steps take."""
+
+    bits: int
+    mean_units: int
+    partition_units: int
+    step_units: int
+    steps: int
+
+    def __post_init__(self) -> None:
+        for name in ("bits", "mean_units", "partition_units", "step_units", "steps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"partition stage: {name} must be an integer >= 1, got {value!r}")
+        if self.bits > PARTITION_MAX_BITS:
+            raise ConfigError(f"partition stage: bits must be in [1, {PARTITION_MAX_BITS}], got {self.bits}")
+
+    @property
+    def units(self) -> int:
+        """The unit releases the stage's budget covers (``noisy_average.calibrate(releases=...)``)."""
+        return self.mean_units + self.partition_units + self.steps * self.step_units
+
+
+@dataclass(frozen=True)
 class CentralSpec:
     """Every public parameter of one central k-means run."""
 
@@ -159,8 +229,15 @@ class CentralSpec:
     seed: int  # public randomness: projection and shifts
     census_epsilon: float = 0.0  # spent on a noisy n before deriving (0: n was public)
     objective: str = "kmeans"  # or "kmedian" (seed 003, where the proxy is the answer)
+    partition: PartitionStage | None = None  # the ``lsh-partition`` algorithm's stage (and only its)
 
     def __post_init__(self) -> None:
+        if (self.algorithm == "lsh-partition") != (self.partition is not None):
+            raise ConfigError(f"a partition stage goes with the lsh-partition algorithm only; got algorithm "
+                              f"{self.algorithm!r} with stage {self.partition!r}")
+        if self.partition is not None:
+            _check_partition_spec(self)
+            return
         if self.algorithm not in ALGORITHMS:
             raise ConfigError(f"unknown central algorithm {self.algorithm!r}; known: {ALGORITHMS}")
         if self.k < 1 or self.dim < 1 or not 1 <= self.proj_dim <= self.dim:
@@ -186,8 +263,28 @@ class CentralSpec:
             raise PrivacyError(f"a run of this spec takes {self.lift_steps} lift steps, not {steps}")
         lift_eps: tuple[float, ...] = (self.lift_epsilon,) if steps else ()
         lift_delta: tuple[float, ...] = (self.lift_delta,) if steps else ()
+        releases = self.partition.units if self.partition is not None else steps
         return CuratorEvent(self.algorithm, self.cover.rule, self.cover.epsilon, self.cover.delta,
-                            self.count_epsilon, lift_eps, lift_delta, self.census_epsilon, self.cover.histogram, steps)
+                            self.count_epsilon, lift_eps, lift_delta, self.census_epsilon, self.cover.histogram,
+                            releases)
+
+
+def _check_partition_spec(spec: CentralSpec) -> None:
+    """An ``lsh-partition`` run: unprojected k-means, no cover or counts of its own (its releases are
+    the lift's units, rule ``PARTITION_RULE`` at eps 0 and delta 0), ``lift_steps`` its stage's steps."""
+    stage = spec.partition
+    assert stage is not None
+    c = spec.cover
+    if spec.k < 1 or spec.dim < 1 or spec.proj_dim != spec.dim or spec.objective != "kmeans":
+        raise ConfigError(f"a partition run is unprojected k-means with k, dim >= 1; got k={spec.k}, dim={spec.dim}, "
+                          f"proj_dim={spec.proj_dim}, objective {spec.objective!r}")
+    if c.rule != PARTITION_RULE or c.epsilon != 0 or c.delta != 0 or spec.count_epsilon != 0:
+        raise ConfigError(f"a partition run's releases are all its lift's: cover rule {PARTITION_RULE!r} at eps 0 and "
+                          f"delta 0 and no counts; got rule {c.rule!r} ({c.epsilon}, {c.delta}), counts "
+                          f"{spec.count_epsilon}")
+    if spec.lift_steps != stage.steps or not (spec.lift_epsilon > 0 and 0 < spec.lift_delta < 1):
+        raise ConfigError(f"a partition run takes its stage's {stage.steps} Lloyd steps within a lift of eps > 0 and "
+                          f"delta in (0, 1); got {spec.lift_steps} steps, ({spec.lift_epsilon}, {spec.lift_delta})")
 
 
 @dataclass(frozen=True)
@@ -223,6 +320,11 @@ def curator_guarantee(event: CuratorEvent) -> tuple[float, float]:
     histogram's delta is recomputed from its noise (``histogram_guarantee``)."""
     if event.cover_rule == "seed003-lemma6":
         cover_delta = event.cover_delta
+    elif event.cover_rule == PARTITION_RULE:  # every release of the stage is one of the lift's units
+        if event.cover_epsilon != 0 or event.cover_delta != 0 or event.count_epsilon != 0 or not event.lift_steps:
+            raise PrivacyError(f"a partition run spends only its lift's budget; its event says cover "
+                               f"({event.cover_epsilon}, {event.cover_delta}), counts {event.count_epsilon}")
+        cover_delta = 0.0
     elif event.cover_rule in HISTOGRAM_RULES and event.cover_histogram is not None:
         spent = histogram_guarantee(event.cover_histogram, event.cover_epsilon)
         if spent > event.cover_delta:
@@ -364,10 +466,26 @@ def default_lift_steps(algorithm: str, projected: bool, n: int, dim: int, k: int
 def choose_algorithm(n: int, dim: int, objective: str = "kmeans") -> str:
     """The default per dimension range: seed 003 (ending with Lloyd steps from the proxy's k
     centers) for unprojected data in d <= ``GREEDY_MAX_DIM`` (2-D locations), and for k-median
-    wherever nothing is projected (its proxy is the answer); everywhere else seed 000's pipeline
-    with the thresholded histogram cover (``gridhist``).
+    wherever nothing is projected (its proxy is the answer); for k-means in 3 <= d <=
+    ``PARTITION_AUTO_MAX_DIM`` the partition stage (``lsh-partition``, issue 41); everywhere else
+    seed 000's pipeline with the thresholded histogram cover (``gridhist``; it refuses k-median
+    where it projects).
 
-    Chosen from the structure of the two covers. The greedy picks each cell by the exponential
+    ``lsh-partition`` replaced ``gridhist`` for k-means in 3 <= d <= 32 after this measurement
+    (``central_kmeans``, mean k-means cost / n, 2026-11-28, ``tests/bench/results/central_partition.md``;
+    lsh-partition / gridhist at eps 0.5 / 1 / 2 / 4): letter 0.81 / 0.90 / 0.94 / 0.95x; the
+    overlapping clusters (seeds 0-9 x 3 draws) 0.97 / 0.99 / 1.00 / 1.00x (0.0773 / 0.0763 / 0.0757 /
+    0.0756, where the shuffle model's own stage gives 0.0791 / 0.0782 / 0.0775 / 0.0773); the Balcan
+    et al. mixture (n = 50,000, d = 100, k = 64) 0.61 / 0.83 / 1.00x at eps 0.5 / 1 / 4. On the paper
+    generator's tight, separated clusters it is mixed, 0.05x to 3.06x per cell (n = 1e4 and 1e5,
+    d = 3 to 100, 2-3 seeds; worst n = 1e4, d = 3, eps 0.5: 0.0118 against 0.0039, where one center
+    costs 0.86), and in d = 100 a bucket holding two clusters is sometimes not split
+    (``PARTITION_AUTO_MAX_DIM``): one draw in the central benchmark cost 0.138 at n = 1e4, eps 1.
+    Data a public rule cannot tell apart are diffuse in the real sets shoal is measured on, and
+    there the stage wins.
+
+    Why ``gridhist`` over seed 003's greedy in d >= 3 (before the partition stage):
+    chosen from the structure of the two covers. The greedy picks each cell by the exponential
     mechanism against the block of all empty cells of its grid, so a cell is found only once its
     gain exceeds ln(U) / beta, and ln(U) grows with d (about d ln(2 / side)); the histogram's
     threshold does not depend on U at all, and finds a cluster of 2-3x fewer points at the same
@@ -385,7 +503,7 @@ def choose_algorithm(n: int, dim: int, objective: str = "kmeans") -> str:
     unprojected = dim <= projection_dim(n, dim) and dim <= MAX_UNPROJECTED
     if unprojected and (dim <= GREEDY_MAX_DIM or objective == "kmedian"):
         return "maxcover-003"
-    return "gridhist"
+    return "lsh-partition" if objective == "kmeans" and dim <= PARTITION_AUTO_MAX_DIM else "gridhist"
 
 
 def derive_central(algorithm: str, n: int, dim: int, k: int, epsilon: float, delta: float,
@@ -410,6 +528,11 @@ def derive_central(algorithm: str, n: int, dim: int, k: int, epsilon: float, del
     requested, census, epsilon = epsilon, census_epsilon, spend_left(epsilon, census_epsilon)
     if n < 1 or k < 1 or dim < 1:
         raise ConfigError(f"central k-means needs n, k, dim >= 1; got n={n}, k={k}, dim={dim}")
+    if algorithm == "lsh-partition":
+        if objective != "kmeans" or split is not None or proj_dim not in (None, dim):
+            raise ConfigError(f"the lsh-partition algorithm is unprojected k-means with its own budget units; got "
+                              f"objective {objective!r}, split {split}, proj_dim {proj_dim}")
+        return _derive_partition(n, dim, k, requested, delta, epsilon, census, seed, lift_steps)
     proj = projection_dim(n, dim) if proj_dim is None else int(proj_dim)
     if not 1 <= proj <= dim:
         raise ConfigError(f"projection dimension must be in [1, dim = {dim}], got {proj_dim}")
@@ -448,6 +571,34 @@ def derive_central(algorithm: str, n: int, dim: int, k: int, epsilon: float, del
     return CentralSpec(algorithm, k, dim, proj, requested, delta, cover, count, steps,
                        lift_eps, spend_left(delta, delta_g) if steps else 0.0, seed,
                        census, objective)
+
+
+def partition_bits(n: int, k: int, size_sd: float) -> int:
+    """The partition stage's bits: at least ``PARTITION_MIN_BITS`` and two buckets per cluster, more
+    while an average bucket keeps ``PARTITION_BUCKET_SDS`` noise sds of points (``kinds.partition.bucket_bits``'
+    rule, here with no message length to respect), at most ``PARTITION_MAX_BITS``."""
+    least = max(PARTITION_MIN_BITS, math.ceil(math.log2(max(k, 1))) + 1)
+    fit = int(math.floor(math.log2(max(n / (PARTITION_BUCKET_SDS * max(size_sd, 1e-9)), 2.0))))
+    return min(PARTITION_MAX_BITS, max(least, fit))
+
+
+def _derive_partition(n: int, dim: int, k: int, requested: float, delta: float, epsilon: float, census: float,
+                      seed: int, lift_steps: int | None) -> CentralSpec:
+    """The partition stage's spec: ``epsilon`` is what the census left; its steps Su et al.'s
+    count (``su_iterations``) unless given, the first against split candidates."""
+    steps = su_iterations(n, dim, k, epsilon) if lift_steps is None else int(lift_steps)
+    if steps < 1:
+        raise ConfigError(f"the partition algorithm takes at least one Lloyd step, got lift_steps={lift_steps}")
+    mean_units, partition_units, lift_units = STAGE_UNITS
+    step_units = max(1, round(lift_units / steps))
+    units = mean_units + partition_units + steps * step_units
+    # The partition's noisy sizes: a discrete Laplace at partition_units of the sizes' SIZE_SHARE of eps (sd
+    # sqrt(2) / eps for its eps; an estimate is enough: the bits are public whatever rule gives them).
+    size_sd = math.sqrt(2) / (SIZE_SHARE * epsilon * partition_units / units)
+    stage = PartitionStage(partition_bits(n, k, size_sd), mean_units, partition_units, step_units, steps)
+    cover = CoverSpec(0.0, 0, (), 0, 0.0, 0.0, PARTITION_RULE)
+    return CentralSpec("lsh-partition", k, dim, dim, requested, delta, cover, 0.0, steps, epsilon, delta, seed,
+                       census, "kmeans", stage)
 
 
 NAME = "central"
@@ -509,7 +660,12 @@ def derive_central_round(n_expected: int, dim: int, k: int, epsilon: float, delt
 
 
 def central_to_dict(config: CentralConfig) -> dict[str, Any]:
-    return published(config, NAME)
+    """The published config; the spec's ``partition`` only on a partition run (a device that
+    predates it reads every other central config as before)."""
+    out = published(config, NAME)
+    if out["spec"]["partition"] is None:
+        del out["spec"]["partition"]
+    return out
 
 
 def central_from_dict(data: dict[str, Any]) -> CentralConfig:
@@ -521,6 +677,8 @@ def central_from_dict(data: dict[str, Any]) -> CentralConfig:
         cover["sides"] = tuple(float(v) for v in cover["sides"])
         if cover.get("histogram") is not None:
             cover["histogram"] = HistogramNoise(**cover["histogram"])
+        if spec.get("partition") is not None:
+            spec["partition"] = PartitionStage(**spec["partition"])
         return CentralConfig(bound=bound, spec=CentralSpec(cover=CoverSpec(**cover), **spec), **fields)
     except (KeyError, TypeError, AttributeError) as exc:
         raise ConfigError(f"not a central config: {exc}") from exc

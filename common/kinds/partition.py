@@ -131,7 +131,7 @@ class PartitionConfig(SharesRound):
         """(dim, bits) public normals: the Gaussians of the public stream (seed,
         "shoal/v1/partition/hyperplanes"), (bits, dim) row-major, transposed
         (``common/randomness/public_stream.py``; Gaussian for SimHash's angle property)."""
-        return _hyperplanes(self.seed, self.bits, self.dim)
+        return hyperplanes(self.seed, self.bits, self.dim)
 
 
 def check_center(center: tuple[float, ...], dim: int) -> None:
@@ -148,9 +148,10 @@ def check_center(center: tuple[float, ...], dim: int) -> None:
 
 
 @lru_cache(maxsize=8)
-def _hyperplanes(seed: int, bits: int, dim: int) -> NDArray[np.float64]:
-    """The round's public normals, derived once per round (a device answering
-    several reports, or a simulation, reuses them), read-only."""
+def hyperplanes(seed: int, bits: int, dim: int) -> NDArray[np.float64]:
+    """(dim, bits) public normals from the round's seed, derived once per round (a device
+    answering several reports, or a simulation, reuses them), read-only. The central model's
+    partition stage draws its hyperplanes the same way (``kinds/central.py``)."""
     h = public_stream.gaussians(seed, HYPERPLANE_LABEL, (bits, dim))
     h.flags.writeable = False
     return h.T
@@ -209,9 +210,16 @@ def derive_partition(n_expected: int, dim: int, k: int, epsilon: float, delta: f
 
 def codes(ball: NDArray[np.float64], config: PartitionConfig) -> NDArray[np.int64]:
     """Each ball point's bucket: its sign pattern against the public hyperplanes through ``center``."""
+    return sign_codes(ball, config.hyperplanes, config.center_array if config.center else None)
+
+
+def sign_codes(ball: NDArray[np.float64], normals: NDArray[np.float64],
+               center: NDArray[np.float64] | None = None) -> NDArray[np.int64]:
+    """Each point's sign pattern against the hyperplanes of ``normals`` (dim, bits) through
+    ``center`` (None: the origin), as an integer in [0, 2^bits)."""
     x = np.asarray(ball, dtype=np.float64)
-    signs = ((x - config.center_array if config.center else x) @ config.hyperplanes) > 0
-    return (signs.astype(np.int64) << np.arange(config.bits, dtype=np.int64)).sum(axis=1)
+    signs = ((x - center if center is not None else x) @ normals) > 0
+    return (signs.astype(np.int64) << np.arange(normals.shape[1], dtype=np.int64)).sum(axis=1)
 
 
 def contributions(points: NDArray[np.float64], config: PartitionConfig) -> NDArray[np.float64]:

@@ -137,8 +137,12 @@ def simulate_central(points: NDArray[np.float64], k: int, epsilon: float, delta:
     for key in ("normalized_objective", "nonprivate_objective", "trivial_objective", "kmedian_objective"):
         print(f"  {key:22s} {out[key]:.5f}")
     dg = res.diagnostics
-    print(f"  coreset: {dg['proxy_points']} cells of {dg['candidates']} candidates, projected to d'={dg['proj_dim']}, "
-          f"{dg.get('lift_steps', 0)} lift step(s); {seconds:.2f} s")
+    if "buckets_kept" in dg:  # lsh-partition: buckets under hyperplanes through the private mean
+        print(f"  coreset: {dg['buckets_kept']} of {1 << dg['bits']} buckets kept (hyperplanes through the private "
+              f"mean), {dg.get('lift_steps', 0)} Lloyd step(s) after them; {seconds:.2f} s")
+    else:
+        print(f"  coreset: {dg['proxy_points']} cells of {dg['candidates']} candidates, projected to "
+              f"d'={dg['proj_dim']}, {dg.get('lift_steps', 0)} lift step(s); {seconds:.2f} s")
     print(f"  verdict: {res.quality['verdict']}")
     print("  centers (original space):")
     print(format_centers(out["centers"]))

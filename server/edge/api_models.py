@@ -152,10 +152,14 @@ class CreateRoundIn(BaseModel):
         "local", description=("shuffle: epsilon/delta are the central target for batches of >= min_batch; "
                               "central: the server is the curator (devices seal raw points to it; "
                               "common/kinds/central.py)"))
-    algorithm: Literal["auto", "maxcover-000", "maxcover-003", "gridhist", "greedy-001", "continual"] | None = Field(
+    algorithm: Literal["auto", "maxcover-000", "maxcover-003", "gridhist", "greedy-001", "lsh-partition",
+                       "continual"] | None = Field(
         None, description=("central model only: seed 000's or seed 003's private max coverage, seed 000's "
                            "pipeline with a thresholded histogram cover (gridhist), or seed 001's greedy "
                            "(greedy-001: centers in order, the first k' answer k', with a private elbow curve), "
+                           "the shuffle model's partition stage run by the curator (lsh-partition: a private mean, "
+                           "buckets under public hyperplanes through it, Lloyd steps; for broad, overlapping "
+                           "clusters; chosen by name), "
                            "or continual observation of a stream of insertions and deletions (continual: a release "
                            "at every step the operator closes, POST /rounds/{id}/steps; tuning.horizon required; "
                            "delta optional: none is pure eps); "

@@ -66,7 +66,7 @@ from shoal.common.mechanisms.exact_sampling import (
 )
 from shoal.server.decoders.central.grids import Grid, cells, shifted_grids
 from shoal.server.decoders.central.histogram import noisy_sums
-from shoal.server.decoders.central.noisy_average import calibrate, noisy_means
+from shoal.server.decoders.central.noisy_average import calibrate, noisy_means, stochastic_round
 from shoal.server.decoders.elbow import suggest_k
 from shoal.server.decoders.greedy_order import Balls, greedy_order
 from shoal.server.decoders.kmeans import assign
@@ -89,12 +89,6 @@ def level_grids(spec: CentralSpec) -> list[Grid]:
     public = np.random.default_rng([spec.seed, 3])
     return [shifted_grids(SIDE * r / math.sqrt(spec.proj_dim), spec.proj_dim, 1, public)[0]
             for r in greedy_radii(len(spec.cover.sides))]
-
-
-def stochastic_round(y: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.int64]:
-    """floor(y) + Bernoulli(frac(y)): unbiased, and never more than 1 above y."""
-    low = np.floor(y)
-    return (low + (rng.random(y.shape) < y - low)).astype(np.int64)
 
 
 def fixed_point_weights(y: NDArray[np.float64], centers: NDArray[np.float64], radius: float, z: int, q: int,

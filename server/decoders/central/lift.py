@@ -73,7 +73,8 @@ class LloydStep:
 
 
 def shrunk_lloyd_step(x: NDArray[np.float64], start: NDArray[np.float64], spec: NoisyAverageSpec,
-                      rng: np.random.Generator, start_var: NDArray[np.float64] | None = None) -> LloydStep:
+                      rng: np.random.Generator, start_var: NDArray[np.float64] | None = None,
+                      units: int = 1) -> LloydStep:
     """One private Lloyd step from ``start`` (released, or public): the points are split by their
     nearest start center, each part's size and sum released (``noisy_means``, one of the spec's
     releases), and each center moves toward its part's noisy mean m by a factor lam. With v = (d sd^2 +
@@ -94,14 +95,15 @@ def shrunk_lloyd_step(x: NDArray[np.float64], start: NDArray[np.float64], spec: 
       variance afterwards: lam v.
 
     Post-processing of the release (issue 41: broad, overlapping clusters converge over several
-    steps, tight ones after one, and this step costs the tight ones no precision)."""
-    means, sizes = noisy_means(x, assign(x, start), start.shape[0], spec, rng)
+    steps, tight ones after one, and this step costs the tight ones no precision). The release takes
+    ``units`` of the spec's releases (``noisy_average.release``)."""
+    means, sizes = noisy_means(x, assign(x, start), start.shape[0], spec, rng, units)
     d = start.shape[1]
     prior = np.full(start.shape[0], np.nan) if start_var is None else np.asarray(start_var, dtype=np.float64)
     found = ~np.asarray(np.isnan(means).any(axis=1))  # an array: means is (k, d)
     moved = np.where(found[:, None], np.nan_to_num(means), start)
     gap = ((moved - start) ** 2).sum(axis=1)
-    noise = spec.mean_variance(sizes)
+    noise = spec.mean_variance(sizes, units=units)
     fresh = np.isnan(prior)
     passes = found & (gap > float(chi2.isf(STEP_GATE, d)) / d * noise)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -114,12 +116,13 @@ def shrunk_lloyd_step(x: NDArray[np.float64], start: NDArray[np.float64], spec: 
 
 
 def lloyd_steps(x: NDArray[np.float64], start: NDArray[np.float64], spec: NoisyAverageSpec,
-                rng: np.random.Generator, steps: int, start_var: NDArray[np.float64] | None = None) -> LloydStep:
-    """``steps`` >= 1 private Lloyd steps (``shrunk_lloyd_step``), each from the last one's centers and
-    their noise variance: the last step's result."""
-    step = shrunk_lloyd_step(x, start, spec, rng, start_var)
+                rng: np.random.Generator, steps: int, start_var: NDArray[np.float64] | None = None,
+                units: int = 1) -> LloydStep:
+    """``steps`` >= 1 private Lloyd steps (``shrunk_lloyd_step``, each a release of ``units``), each
+    from the last one's centers and their noise variance: the last step's result."""
+    step = shrunk_lloyd_step(x, start, spec, rng, start_var, units)
     for _ in range(steps - 1):
-        step = shrunk_lloyd_step(x, step.centers, spec, rng, step.var)
+        step = shrunk_lloyd_step(x, step.centers, spec, rng, step.var, units)
     return step
 
 

@@ -15,8 +15,17 @@ a noisy size, with NSV's error order and five differences, each on purpose:
   Steinke's conversion (``zcdp_delta_tight``), about 18% less noise than
   Bun-Steinke's at eps ~ 1, delta = 1e-6;
 - every draw is exact: points are rounded to a public fixed-point grid of
-  2^bits per unit (integers, so the sensitivity is the rounded points'
-  norm, at most 2^bits + sqrt(d) / 2), the sum gets ``shares`` independent
+  2^bits per unit, stochastically (floor + Bernoulli(fraction): unbiased;
+  nearest rounding moved every point of a tight cluster the same way, a
+  bias that no number of releases averages out: the paper generator at
+  n = 1e5, d = 100, eps 0.5, whose grid the noise coarsens to 2^-6, lost
+  6.6x to it in the central partition stage), and a point whose rounding
+  came out longer than 2^bits + sqrt(d) / 2 is rounded to nearest instead
+  (at most that long, by the triangle inequality), so the sensitivity, the
+  rounded points' norm, stays 2^bits + sqrt(d) / 2 (stochastic rounding's
+  own bound, 2^bits + sqrt(d), cost the histogram pipeline up to a quarter
+  more noise on coarse grids, and 2% of its draws at n = 1e4, d = 100, eps
+  0.5 lost a cluster), the sum gets ``shares`` independent
   discrete Gaussians N_Z(0, S) per coordinate (CKS'20 Alg. 3; several
   because one draw's variance is capped at 2^20) and the size one discrete
   Laplace. A sum of discrete Gaussians is not one, so the vector's privacy
@@ -35,7 +44,17 @@ releases of the same partition average back to one release's noise where
 T separate (eps/T, delta/T) conversions would lose about 2x for T = 2 (the
 privacy loss of the sizes is at most their eps surely, and the conversion
 bounds the hockey-stick divergence from the sums' Renyi bound pointwise, so
-the two add as in one release). Pure numpy, no I/O.
+the two add as in one release).
+
+A release may take several of the spec's releases at once (``units``, the
+central partition stage's unequal shares, ``kinds/central.py``): its sum is
+``units`` unit releases of the same parts added up (units x the fixed-point
+sum plus units x shares discrete Gaussians per coordinate: post-processing of
+those releases, so their zCDP composition covers it), and its size one
+discrete Laplace at units x one release's exact rational eps (scale t /
+(units s): pure eps, the same total as units sizes under basic composition,
+and less noise than their sum). So a spec of R releases covers any set of
+releases whose units add up to at most R. Pure numpy, no I/O.
 """
 
 from __future__ import annotations
@@ -49,6 +68,9 @@ from numpy.typing import NDArray
 from scipy import sparse
 
 from shoal.common.errors import ConfigError
+from shoal.common.kinds.central import (
+    SIZE_SHARE,  # of eps for the sizes (NSV Alg. 5 gives them 1/5; measured below)
+)
 from shoal.common.mechanisms.distributed_noise import (
     gaussian_clip,
     gaussian_rho,
@@ -65,7 +87,6 @@ from shoal.common.mechanisms.exact_sampling import (
 )
 from shoal.common.privacy.accounting import spend_left, within
 
-SIZE_SHARE = 0.1  # of eps for the sizes (NSV Alg. 5 gives them 1/5; measured below)
 TAIL_SHARE = 1e-3  # of the vector's delta, spent on truncating the Gaussian draws
 MIN_SIZE = 1.0  # a part whose noisy size is below this has no mean
 MAX_SHARES = 64  # discrete Gaussian draws summed per coordinate at most (``calibrate`` coarsens the grid beyond)
@@ -95,27 +116,33 @@ class NoisyAverageSpec:
 
     @property
     def sensitivity(self) -> float:
-        """L2 norm of a rounded point, in grid units."""
+        """L2 norm of a rounded point at most, in grid units (``fixed_point``)."""
         return 2.0**self.bits + math.sqrt(self.dim) / 2
 
     @property
     def size_var(self) -> float:
-        """Variance of a noisy size: the discrete Laplace of scale b = t / s has
-        variance 2 e^(-1/b) / (1 - e^(-1/b))^2."""
+        """Variance of a noisy size of one release (``size_var_at``)."""
+        return self.size_var_at(1)
+
+    def size_var_at(self, units: int) -> float:
+        """Variance of a noisy size of a release of ``units``: the discrete Laplace of scale
+        b = t / (units s) has variance 2 e^(-1/b) / (1 - e^(-1/b))^2."""
         t, s = self.size_scale
-        q = math.exp(-s / t)
+        q = math.exp(-units * s / t)
         return 2 * q / (1 - q) ** 2
 
     @property
     def sum_sd(self) -> float:
-        """Standard deviation of one coordinate of a noisy sum, in the ball's units."""
+        """Standard deviation of one coordinate of a noisy sum of one release, in the ball's units
+        (a release of ``units`` divides it by sqrt(units))."""
         return math.sqrt(self.shares * self.sigma_sq) / 2.0**self.bits
 
-    def mean_variance(self, sizes: NDArray[np.float64], draws: NDArray[np.float64] | float = 1.0) -> NDArray[np.float64]:
+    def mean_variance(self, sizes: NDArray[np.float64], draws: NDArray[np.float64] | float = 1.0,
+                      units: int = 1) -> NDArray[np.float64]:
         """The noise variance (summed over coordinates) of a noisy mean of one release's parts of these
-        noisy sizes, each adding up ``draws`` released parts: draws (d sd^2 + var(size)) / size^2 (the
-        sum's noise, and the size's, which scales a mean of norm <= 1)."""
-        return draws * (self.dim * self.sum_sd**2 + self.size_var) / np.maximum(sizes, 1.0) ** 2
+        noisy sizes, each adding up ``draws`` released parts: draws (d sd^2 / units + var(size)) / size^2
+        (the sum's noise, and the size's, which scales a mean of norm <= 1)."""
+        return draws * (self.dim * self.sum_sd**2 / units + self.size_var_at(units)) / np.maximum(sizes, 1.0) ** 2
 
 
 def calibrate(dim: int, epsilon: float, delta: float, releases: int = 1) -> NoisyAverageSpec:
@@ -127,7 +154,7 @@ def calibrate(dim: int, epsilon: float, delta: float, releases: int = 1) -> Nois
         raise ConfigError(f"noisy average: releases must be an integer >= 1, got {releases!r}")
     t, s = laplace_scale_fraction(1, SIZE_SHARE * epsilon / releases)
     eps_sum = spend_left(epsilon, *(Fraction(s, t),) * releases)  # what the sizes' exact scales leave, toward less spend
-    # Rounding adds at most sqrt(d)/2 grid units to a point's norm: keep it below 1% of 2^bits.
+    # Rounding adds at most sqrt(d)/2 grid units to a point's norm (``fixed_point``): keep it below 1% of 2^bits.
     bits = max(8, math.ceil(math.log2(50 * math.sqrt(dim))))
     vec_delta = delta * (1 - TAIL_SHARE)
     rho = rho_for_tight(eps_sum, vec_delta) / releases  # one release's share of the sums' zCDP budget
@@ -159,13 +186,29 @@ def spent_delta(spec: NoisyAverageSpec) -> float:
     return zcdp_delta_tight(rho, eps_sum) + (1 + math.exp(eps_sum)) * tail
 
 
-def fixed_point(x: NDArray[np.float64], bits: int) -> NDArray[np.int64]:
-    """Points of the unit ball on the public grid of 2^-bits (round half to even, deterministic)."""
-    return np.rint(np.asarray(x, dtype=np.float64) * 2.0**bits).astype(np.int64)
+def stochastic_round(y: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.int64]:
+    """floor(y) + Bernoulli(frac(y)): unbiased, and within one unit of y in every coordinate."""
+    low = np.floor(y)
+    return (low + (rng.random(y.shape) < y - low)).astype(np.int64)
+
+
+def fixed_point(x: NDArray[np.float64], bits: int, rng: np.random.Generator) -> NDArray[np.int64]:
+    """Points of the unit ball on the public grid of 2^-bits, rounded stochastically (unbiased; the
+    curator's own randomness: which way a point rounds is never released on its own), except that
+    a point whose rounding is longer than 2^bits + sqrt(d) / 2 grid units is rounded to nearest,
+    which is never longer (|rint(y)| <= |y| + sqrt(d) / 2): the sensitivity (``sensitivity``)."""
+    y = np.asarray(x, dtype=np.float64) * 2.0**bits
+    r = stochastic_round(y, rng)
+    # Integers: the squared norm is exact; the limit is rounded down, so a point kept is within the bound.
+    limit = math.floor((2.0**bits + math.sqrt(y.shape[-1]) / 2) ** 2 * (1 - 1e-12))
+    long = (r * r).sum(axis=-1) > limit
+    if long.any():
+        r[long] = np.rint(y[long]).astype(np.int64)
+    return r
 
 
 def exact_parts(x: NDArray[np.float64], labels: NDArray[np.int64], parts: int,
-                bits: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+                bits: int, rng: np.random.Generator) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Each part's size and fixed-point sum (integers), one sparse product per chunk of rows."""
     sizes = np.bincount(labels, minlength=parts).astype(np.int64)
     sums = np.zeros((parts, x.shape[1]), dtype=np.int64)
@@ -173,31 +216,36 @@ def exact_parts(x: NDArray[np.float64], labels: NDArray[np.int64], parts: int,
         lab = labels[lo:lo + CHUNK]
         onehot = sparse.csr_matrix((np.ones(lab.size, dtype=np.int64), (lab, np.arange(lab.size))),
                                    shape=(parts, lab.size))
-        sums += np.asarray(onehot @ fixed_point(x[lo:lo + CHUNK], bits), dtype=np.int64)
+        sums += np.asarray(onehot @ fixed_point(x[lo:lo + CHUNK], bits, rng), dtype=np.int64)
     return sizes, sums
 
 
 def release(sizes: NDArray[np.int64], sums: NDArray[np.int64], spec: NoisyAverageSpec,
-            rng: np.random.Generator) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """The noisy sizes and fixed-point sums (integers: what leaves the curator)."""
+            rng: np.random.Generator, units: int = 1) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """The noisy sizes and fixed-point sums (integers: what leaves the curator) of a release of
+    ``units`` of the spec's releases: the sums ``units`` times over with units x shares discrete
+    Gaussians per coordinate, the sizes with one discrete Laplace of scale t / (units s)."""
     parts = sizes.shape[0]
     if sums.shape != (parts, spec.dim):
         raise ConfigError(f"noisy average: sums have shape {sums.shape}, expected ({parts}, {spec.dim})")
+    if isinstance(units, bool) or not isinstance(units, int) or not 1 <= units <= spec.releases:
+        raise ConfigError(f"noisy average: a release takes 1 to {spec.releases} units, got {units!r}")
     t, s = spec.size_scale
-    noisy_sizes = sizes + discrete_laplace(t, s, parts, rng)
+    noisy_sizes = sizes + discrete_laplace(t, s * units, parts, rng)
     noise = np.zeros(parts * spec.dim, dtype=np.int64)
-    for _ in range(spec.shares):  # a handful of whole-array draws (shares ~ n_sd^2 / 2^20)
+    for _ in range(spec.shares * units):  # a handful of whole-array draws (shares ~ n_sd^2 / 2^20)
         noise += discrete_gaussian(spec.sigma_sq, spec.clip, parts * spec.dim, rng)
-    return noisy_sizes, sums + noise.reshape(parts, spec.dim)
+    return noisy_sizes, sums * units + noise.reshape(parts, spec.dim)
 
 
 def noisy_means(x: NDArray[np.float64], labels: NDArray[np.int64], parts: int, spec: NoisyAverageSpec,
-                rng: np.random.Generator) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Each part's private mean (NaN rows where the noisy size is below ``MIN_SIZE``) and noisy size."""
-    sizes, sums = exact_parts(x, labels, parts, spec.bits)
-    noisy_sizes, noisy_sums = release(sizes, sums, spec, rng)
+                rng: np.random.Generator, units: int = 1) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Each part's private mean (NaN rows where the noisy size is below ``MIN_SIZE``) and noisy size,
+    from a release of ``units`` (``release``)."""
+    sizes, sums = exact_parts(x, labels, parts, spec.bits, rng)
+    noisy_sizes, noisy_sums = release(sizes, sums, spec, rng, units)
     m = noisy_sizes.astype(np.float64)
     ok = m >= MIN_SIZE
     means = np.full((parts, spec.dim), np.nan)
-    means[ok] = noisy_sums[ok] / 2.0**spec.bits / m[ok, None]
+    means[ok] = noisy_sums[ok] / (2.0**spec.bits * units) / m[ok, None]
     return means, np.maximum(m, 0.0)

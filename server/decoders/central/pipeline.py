@@ -22,7 +22,7 @@ from scipy import sparse
 from scipy.spatial import cKDTree
 
 from shoal.common.errors import ConfigError
-from shoal.common.kinds.central import CentralSpec, curator_guarantee
+from shoal.common.kinds.central import CentralSpec, CuratorEvent, curator_guarantee
 from shoal.common.mechanisms.exact_sampling import discrete_laplace, laplace_scale_fraction
 from shoal.common.privacy.threats import curator_guarantee as curator_guarantee_words
 from shoal.server.decoders.central.greedy import greedy_fit
@@ -43,6 +43,7 @@ from shoal.server.decoders.central.lift import (
 )
 from shoal.server.decoders.central.maxcover import private_max_coverage
 from shoal.server.decoders.central.noisy_average import calibrate, noisy_means
+from shoal.server.decoders.central.partition_stage import partition_fit
 from shoal.server.decoders.kmeans import assign, weighted_kmeans
 from shoal.server.decoders.kmedian import weighted_kmedian
 
@@ -142,6 +143,9 @@ def central_kmeans(x: NDArray[np.float64], spec: CentralSpec, rng: np.random.Gen
         raise ConfigError(f"central k-means: points must be (n, {spec.dim}), got shape {x.shape}")
     if x.shape[0] == 0:
         raise ConfigError("central k-means: no points")
+    if spec.algorithm == "lsh-partition":  # the shuffle model's partition stage, central (``partition_stage.py``)
+        p = partition_fit(x, spec, rng)
+        return _finish(p.centers, p.sizes, p.proxy_points, p.proxy_weights, spec.lift_steps, spec.k, p.diagnostics)
     matrix = projection(spec.dim, spec.proj_dim, np.random.default_rng([spec.seed, 1]))
     y = project(x, matrix)
     if spec.algorithm == "greedy-001":  # seed 001: its own pipeline (``greedy.py``), no proxy
@@ -223,7 +227,22 @@ _COVER_WORDS = {
     "seed001-values": "seed 001's ball values: each point's weight (1 - |p - c| / r)^z in fixed point summed per "
                       "net ball and level, exact discrete Gaussian noise, only the balls that pass the threshold "
                       "are released, with their noisy values",
+    "lift-units": "public hyperplanes from the seed through a released mean; every bucket's noisy size and sum "
+                     "released as units of the lift's budget (nothing spent here)",
 }
+
+
+def _lift_words(event: CuratorEvent, spec: CentralSpec) -> str:
+    """What the lift's one (eps, delta) covers."""
+    sizes_sums = ("discrete Laplace sizes (pure eps, split over the releases), discrete Gaussian sums (parallel "
+                  "over parts; their zCDP split over the releases and composed, converted to (eps, delta) once)")
+    stage = spec.partition
+    if stage is None:
+        return f"{event.lift_steps} private Lloyd step(s): {sizes_sums}"
+    return (f"{stage.units} units of one noisy-average budget: the mean of every point ({stage.mean_units}), the "
+            f"{1 << stage.bits} buckets' sizes and sums ({stage.partition_units}), {stage.steps} Lloyd step(s) of "
+            f"{stage.step_units} each (the first against two candidates per center); a release of m units is m unit "
+            f"releases summed, its size one draw at m units' eps; {sizes_sums}")
 
 
 def privacy_statement(spec: CentralSpec, steps: int | None = None) -> dict[str, Any]:
@@ -245,14 +264,14 @@ def privacy_statement(spec: CentralSpec, steps: int | None = None) -> dict[str, 
             if event.census_epsilon else {"epsilon": 0.0, "mechanism": "n given as public"},
             "cover": {"epsilon": event.cover_epsilon, "delta": event.cover_delta, "rule": event.cover_rule,
                       "mechanism": _COVER_WORDS[event.cover_rule]},
-            "counts": {"epsilon": event.count_epsilon, "mechanism": "discrete Laplace, L1 sensitivity 1"}
+            "counts": {"epsilon": event.count_epsilon, "mechanism": "none: the buckets' noisy sizes are the lift's"}
+            if event.cover_rule == "lift-units" else
+            {"epsilon": event.count_epsilon, "mechanism": "discrete Laplace, L1 sensitivity 1"}
             if event.cover_rule != "seed001-values" else
             {"epsilon": event.count_epsilon, "mechanism": "elbow curve: each point's cost drops to the first k' "
              "centers (L1 sensitivity D^z for all k' at once), fixed point, discrete Laplace"},
-            "lift": [{"epsilon": e, "delta": d, "steps": event.lift_steps,
-                      "mechanism": f"{event.lift_steps} private Lloyd step(s): discrete Laplace sizes (pure eps, split "
-                      "over the steps), discrete Gaussian sums (parallel over parts; their zCDP split over the steps "
-                      "and composed, converted to (eps, delta) once)"}
+            "lift": [{"epsilon": e, "delta": d, "steps": spec.lift_steps, "releases": event.lift_steps,
+                      "mechanism": _lift_words(event, spec)}
                      for e, d in zip(event.lift_epsilons, event.lift_deltas, strict=True)],
         },
         "composition": "basic, over census, cover, counts and the lift",

@@ -47,8 +47,9 @@ from shoal.common.kinds.continual import (
     continual_families,
 )
 from shoal.common.mechanisms.continual_noise import BinaryTreeGaussian, BinaryTreeNoise
-from shoal.server.decoders.central.greedy import Z_OF, fixed_point_weights, stochastic_round
+from shoal.server.decoders.central.greedy import Z_OF, fixed_point_weights
 from shoal.server.decoders.central.grids import Grid, shifted_grids
+from shoal.server.decoders.central.noisy_average import stochastic_round
 from shoal.server.decoders.continual.binary_tree import BinaryTree
 from shoal.server.decoders.greedy_order import Balls, coreset_elbow, greedy_order
 

@@ -12,7 +12,10 @@ from shoal.common.bounds import PublicBound
 from shoal.common.errors import ConfigError, PrivacyError
 from shoal.common.kinds.central import (
     ALGORITHMS,
+    PARTITION_MIN_BITS,
+    STAGE_UNITS,
     CuratorEvent,
+    PartitionStage,
     central_from_dict,
     central_to_dict,
     choose_algorithm,
@@ -20,6 +23,7 @@ from shoal.common.kinds.central import (
     derive_central,
     derive_central_round,
     grid_sides,
+    partition_bits,
     projection_dim,
     su_iterations,
 )
@@ -99,20 +103,22 @@ def test_grids_run_fine_to_coarse_from_radius_about_one_over_n_to_the_whole_ball
     assert sides[0] * math.sqrt(5) / 2 <= 2 / 10_000
 
 
-def test_auto_runs_seed_003_unprojected_in_low_dimension_and_the_histogram_cover_above():
+def test_auto_runs_seed_003_unprojected_in_low_dimension_and_the_partition_stage_above_it():
     assert choose_algorithm(100_000, 2) == "maxcover-003"
-    assert choose_algorithm(100_000, 16) == "gridhist"
-    assert derive_central("auto", 100_000, 16, 26, 1.0, 1e-6).algorithm == "gridhist"
+    assert choose_algorithm(100_000, 16) == "lsh-partition"
+    assert derive_central("auto", 100_000, 16, 26, 1.0, 1e-6).algorithm == "lsh-partition"
 
 
-def test_auto_takes_the_histogram_cover_for_unprojected_k_means_above_two_dimensions():
-    # d = 6 <= d' = ceil(ln(23,000) / 2) = 6: nothing is projected, but the greedy's empty-cell block
-    # grows with d (issue 41: the overlapping clusters, 0.0867 -> 0.0796 at eps 0.5).
+def test_auto_takes_the_partition_stage_for_k_means_above_two_dimensions_projected_or_not():
+    # d = 6 <= d' = ceil(ln(23,000) / 2) = 6: nothing would be projected; the partition stage never
+    # projects (issue 41: the overlapping clusters 0.0801 -> 0.0773 at eps 0.5, letter 0.0570 -> 0.0456).
     assert projection_dim(23_000, 6) == 6
-    assert choose_algorithm(23_000, 6) == "gridhist"
-    assert choose_algorithm(23_000, 3) == "gridhist"
+    assert choose_algorithm(23_000, 6) == "lsh-partition"
+    assert choose_algorithm(23_000, 3) == "lsh-partition"
+    assert choose_algorithm(23_000, 32) == "lsh-partition"
+    assert choose_algorithm(1_000_000, 100) == choose_algorithm(23_000, 33) == "gridhist"  # above PARTITION_AUTO_MAX_DIM
     spec = derive_central("auto", 23_000, 6, 5, 0.5, 1e-6)
-    assert spec.algorithm == "gridhist" and spec.proj_dim == 6 and spec.lift_steps >= 1
+    assert spec.algorithm == "lsh-partition" and spec.proj_dim == 6 and spec.partition is not None
 
 
 def test_auto_keeps_seed_003_for_k_median_wherever_nothing_is_projected():
@@ -125,6 +131,79 @@ def test_auto_keeps_seed_003_for_k_median_wherever_nothing_is_projected():
 def test_a_central_config_parses_back_to_itself():
     cfg = derive_central_round(5000, 12, 3, 1.0, 1e-6, PublicBound(low=(0.0,) * 12, high=(1.0,) * 12), seed=9)
     assert central_from_dict(central_to_dict(cfg)) == cfg
+
+
+def test_a_partition_run_is_one_noisy_average_budget_of_units():
+    """The mean, the partition and the Lloyd steps take units of one budget: the record's lift is
+    the whole (eps, delta) over all the units, cover and counts spend nothing."""
+    spec = derive_central("lsh-partition", 23_000, 6, 5, 1.0, 1e-6, seed=4)
+    stage = spec.partition
+    assert stage is not None and stage.bits >= PARTITION_MIN_BITS
+    assert (stage.mean_units, stage.partition_units) == STAGE_UNITS[:2]
+    assert stage.steps == su_iterations(23_000, 6, 5, 1.0) == spec.lift_steps
+    assert stage.units == STAGE_UNITS[0] + STAGE_UNITS[1] + stage.steps * round(STAGE_UNITS[2] / stage.steps)
+    event = spec.event()
+    assert event.lift_steps == stage.units and event.cover_epsilon == event.cover_delta == event.count_epsilon == 0
+    assert curator_guarantee(event) == (1.0, 1e-6)
+
+
+def test_a_partition_run_with_a_census_spends_what_the_census_leaves():
+    spec = derive_central("lsh-partition", 23_000, 6, 5, 1.0, 1e-6, census_epsilon=0.02)
+    eps, delta = curator_guarantee(spec.event())
+    assert eps <= 1.0 and delta <= 1e-6 and spec.lift_epsilon <= 0.98
+
+
+def test_a_partition_config_parses_back_to_itself_and_others_publish_no_stage():
+    bound = PublicBound(low=(0.0,) * 6, high=(1.0,) * 6)
+    cfg = derive_central_round(23_000, 6, 5, 1.0, 1e-6, bound, algorithm="lsh-partition", seed=2)
+    assert central_from_dict(central_to_dict(cfg)) == cfg
+    assert central_to_dict(cfg)["spec"]["partition"]["bits"] == cfg.spec.partition.bits
+    assert "partition" not in central_to_dict(derive_central_round(23_000, 6, 5, 1.0, 1e-6, bound,
+                                                                  algorithm="gridhist"))["spec"]
+
+
+def test_partition_bits_keep_at_least_64_buckets_and_two_per_cluster():
+    assert partition_bits(1000, 5, 500.0) == PARTITION_MIN_BITS
+    assert partition_bits(1000, 200, 500.0) == 9  # ceil(log2 200) + 1
+    assert partition_bits(10**9, 5, 1.0) == 10  # the noise allows more, the cap stops it
+
+
+@pytest.mark.parametrize("field,value", [("bits", 0), ("bits", 11), ("mean_units", 0), ("partition_units", 0),
+                                         ("step_units", 0), ("steps", 0), ("steps", 1.0), ("bits", True)])
+def test_a_partition_stage_refuses_invalid_parameter(field, value):
+    good = {"bits": 6, "mean_units": 1, "partition_units": 9, "step_units": 15, "steps": 2}
+    with pytest.raises(ConfigError, match=f"{field} must be|bits must be in"):
+        PartitionStage(**{**good, field: value})
+
+
+def test_a_partition_stage_goes_with_the_partition_algorithm_only():
+    spec = derive_central("lsh-partition", 23_000, 6, 5, 1.0, 1e-6)
+    with pytest.raises(ConfigError, match="goes with the lsh-partition algorithm only"):
+        replace(spec, algorithm="gridhist")
+    with pytest.raises(ConfigError, match="goes with the lsh-partition algorithm only"):
+        replace(spec, partition=None)
+
+
+def test_a_partition_spec_refuses_a_cover_or_counts_of_its_own():
+    spec = derive_central("lsh-partition", 23_000, 6, 5, 1.0, 1e-6)
+    with pytest.raises(ConfigError, match="releases are all its lift's"):
+        replace(spec, count_epsilon=0.1)
+    with pytest.raises(ConfigError, match="releases are all its lift's"):
+        replace(spec, cover=replace(spec.cover, epsilon=0.1))
+    with pytest.raises(ConfigError, match="takes its stage's 4 Lloyd steps"):
+        replace(spec, lift_steps=3)
+
+
+def test_derive_refuses_the_partition_algorithm_for_k_median_or_a_projection():
+    with pytest.raises(ConfigError, match="unprojected k-means"):
+        derive_central("lsh-partition", 23_000, 6, 5, 1.0, 1e-6, objective="kmedian")
+    with pytest.raises(ConfigError, match="unprojected k-means"):
+        derive_central("lsh-partition", 23_000, 6, 5, 1.0, 1e-6, proj_dim=3)
+
+
+def test_a_partition_record_that_spends_on_a_cover_has_no_guarantee():
+    with pytest.raises(PrivacyError, match="spends only its lift's budget"):
+        curator_guarantee(CuratorEvent("lsh-partition", "lift-units", 0.1, 0.0, 0.0, (0.9,), (1e-6,), lift_steps=42))
 
 
 def test_an_unknown_greedy_rule_has_no_guarantee():

@@ -154,7 +154,7 @@ def central_cell(n: int, d: int, k: int, eps: float, delta: float, refine: str,
     return out
 
 
-CENTRAL_ALGORITHMS = ("auto", "maxcover-000", "maxcover-003", "gridhist", "greedy-001")
+CENTRAL_ALGORITHMS = ("auto", "maxcover-000", "maxcover-003", "gridhist", "greedy-001", "lsh-partition")
 
 
 def cells(model: str, refine: str) -> Iterator[tuple[tuple[Any, ...], Callable[[], list[Part]]]]:

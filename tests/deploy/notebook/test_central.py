@@ -74,6 +74,17 @@ def test_simulate_runs_the_central_model_and_says_which_algorithm(tmp_path, caps
     assert out["privacy"]["device_epsilon"] is None
 
 
+def test_simulate_runs_the_partition_stage_for_k_means_in_three_dimensions_and_prints_its_buckets(tmp_path, capsys):
+    rng = np.random.default_rng(4)
+    pts = np.concatenate([rng.normal(c, 0.5, (3000, 3)) for c in ([-5, 0, 0], [5, 0, 0], [0, 6, 3])])
+    path = tmp_path / "x.npy"
+    np.save(path, pts)
+    assert main(["simulate", "--data", str(path), "--k", "3", "--eps", "1", "--model", "central", "--box=-10:10"]) == 0
+    out = capsys.readouterr().out
+    assert "algorithm=lsh-partition (auto)" in out and "buckets kept (hyperplanes through the private mean)" in out
+    assert "shown better than the private mean" in out
+
+
 def test_simulate_refuses_an_algorithm_outside_the_central_model(tmp_path, capsys):
     path = tmp_path / "x.npy"
     np.save(path, _two_blobs(100))

@@ -27,7 +27,7 @@ def _blobs(n, d, k, seed, spread=0.02):
 
 
 @pytest.mark.parametrize("algorithm,d", [("maxcover-003", 2), ("maxcover-000", 2), ("maxcover-000", 20),
-                                         ("gridhist", 20)])
+                                         ("gridhist", 20), ("lsh-partition", 2), ("lsh-partition", 20)])
 def test_every_large_cluster_gets_a_center(algorithm, d):
     """Seed 003's Lemma 9 / seed 000's Lemma 9: each level's greedy covers what the best
     k cells cover, less O(k log n ln(1/delta) / eps) points. Clusters of 5,000 points are
@@ -52,9 +52,10 @@ def test_a_run_is_reproducible_from_its_seeds_and_the_public_one_moves_the_grids
     assert not np.array_equal(a.proxy_points, c.proxy_points)
 
 
-def test_fewer_proxy_cells_than_k_still_give_k_centers():
+@pytest.mark.parametrize("algorithm", ["maxcover-003", "lsh-partition"])
+def test_fewer_proxy_cells_than_k_still_give_k_centers(algorithm):
     x, _ = _blobs(3000, 2, 1, seed=3)
-    spec = derive_central("maxcover-003", len(x), 2, 6, 1.0, 1e-6, seed=1)
+    spec = derive_central(algorithm, len(x), 2, 6, 1.0, 1e-6, seed=1)
     fit = central_kmeans(x, spec, np.random.default_rng(2))
     assert fit.centers.shape == (6, 2) and np.all(np.linalg.norm(fit.centers, axis=1) <= 1 + 1e-12)
 
@@ -129,6 +130,38 @@ def test_a_run_too_small_for_its_epsilon_answers_the_private_mean():
     fit = central_kmeans(x, spec, np.random.default_rng(3))
     assert fit.diagnostics["answer"] == "private mean"
     assert np.allclose(fit.centers, fit.centers[0])
+
+
+def test_a_partition_run_too_small_for_its_epsilon_answers_the_private_mean():
+    """The partition stage tests its split step's clusters against the private mean from the same
+    release (``clusters_beat_the_mean``): 400 points in d = 30 at eps 0.2 cannot show 6 clusters."""
+    x, _ = _blobs(400, 30, 6, seed=4)
+    spec = derive_central("lsh-partition", len(x), 30, 6, 0.2, 1e-6, seed=1)
+    fit = central_kmeans(x, spec, np.random.default_rng(3))
+    assert fit.diagnostics["answer"] == "private mean"
+    assert np.allclose(fit.centers, fit.centers[0]) and fit.centers.shape == (6, 30)
+
+
+def test_a_partition_run_states_every_unit_of_its_one_budget():
+    spec = derive_central("lsh-partition", 23_000, 6, 5, 1.0, 1e-6)
+    st = privacy_statement(spec)
+    stage = spec.partition
+    assert st["algorithm"] == "lsh-partition" and st["parts"]["cover"]["rule"] == "lift-units"
+    assert st["parts"]["cover"]["epsilon"] == st["parts"]["counts"]["epsilon"] == 0.0
+    lift = st["parts"]["lift"][0]
+    assert (lift["epsilon"], lift["delta"]) == (1.0, 1e-6) == (st["central_epsilon"], st["delta"])
+    assert lift["releases"] == stage.units and lift["steps"] == stage.steps
+    assert f"{stage.units} units" in lift["mechanism"] and f"{1 << stage.bits} buckets" in lift["mechanism"]
+
+
+def test_a_partition_run_draws_its_hyperplanes_from_the_public_seed_alone():
+    x, _ = _blobs(6000, 5, 3, seed=6)
+    spec = derive_central("lsh-partition", len(x), 5, 3, 2.0, 1e-6, seed=7)
+    a = central_kmeans(x, spec, np.random.default_rng(1))
+    b = central_kmeans(x, spec, np.random.default_rng(1))
+    c = central_kmeans(x, replace(spec, seed=8), np.random.default_rng(1))
+    assert np.array_equal(a.centers, b.centers) and np.array_equal(a.proxy_points, b.proxy_points)
+    assert not np.array_equal(a.proxy_points, c.proxy_points)
 
 
 def test_a_histogram_run_states_its_cover_as_a_thresholded_histogram():

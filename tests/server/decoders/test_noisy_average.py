@@ -42,10 +42,70 @@ def test_parts_are_summed_on_the_public_fixed_point_grid():
     rng = np.random.default_rng(1)
     x = rng.uniform(-0.5, 0.5, size=(1000, 4))
     labels = rng.integers(0, 3, size=1000)
-    sizes, sums = exact_parts(x, labels, 3, 10)
+    sizes, sums = exact_parts(x, labels, 3, 10, np.random.default_rng(9))
     assert sizes.tolist() == np.bincount(labels, minlength=3).tolist()
+    rounded = fixed_point(x, 10, np.random.default_rng(9))  # the same draws, row by row
+    assert np.all(np.abs(rounded - x * 2**10) < 1)  # each coordinate within one grid unit
     for j in range(3):
-        assert sums[j].tolist() == fixed_point(x[labels == j], 10).sum(0).tolist()
+        assert sums[j].tolist() == rounded[labels == j].sum(0).tolist()
+
+
+def test_a_tight_clusters_sum_on_a_coarse_grid_is_unbiased():
+    """Stochastic rounding: every point of a tight cluster sits at the same place between two grid
+    points, where nearest rounding moved them all the same way (a bias no release averages out);
+    floor + Bernoulli(fraction) is unbiased, so the sum's error is the rounding's spread alone."""
+    x = np.full((20_000, 2), [0.30, -0.11]) + np.random.default_rng(3).normal(0, 1e-4, (20_000, 2))
+    sizes, sums = exact_parts(x, np.zeros(len(x), dtype=np.int64), 1, 4, np.random.default_rng(4))
+    mean = sums[0] / 2**4 / sizes[0]
+    nearest = np.rint(x * 2**4).sum(0) / 2**4 / len(x)
+    np.testing.assert_allclose(mean, x.mean(0), atol=5 * 0.5 / 2**4 / np.sqrt(len(x)))
+    assert np.abs(nearest - x.mean(0)).max() > 0.01  # what nearest rounding did here
+
+
+class _AlwaysUp:
+    """A stand-in for the curator's generator whose uniforms are all 0: every coordinate with a
+    fractional part rounds up, the longest stochastic rounding there is."""
+
+    def random(self, shape):
+        return np.zeros(shape)
+
+
+def test_a_rounded_point_is_never_longer_than_the_sensitivity():
+    """d = 200 at 2^3 per unit: a point with one long coordinate (7.9 grid units) and 199 tiny ones
+    (0.01) rounds up to norm sqrt(64 + 199) = 16.2 > 2^3 + sqrt(200) / 2 = 15.07, the sensitivity;
+    it is rounded to nearest instead (norm 8). A point that stays within rounds stochastically."""
+    far = np.full(200, 0.01 / 8)
+    far[0] = 7.9 / 8
+    near = np.full(200, 0.01 / 8)
+    near[0] = 4.5 / 8  # rounds up to norm sqrt(25 + 199) = 14.97
+    r = fixed_point(np.stack([far, near]), 3, _AlwaysUp())
+    bound = 2.0**3 + np.sqrt(200) / 2
+    assert np.sqrt((r * r).sum(axis=1)).max() <= bound
+    assert r[0].tolist() == np.rint(far * 8).astype(int).tolist()  # the fallback: nearest
+    assert r[1].tolist() == np.ceil(near * 8).astype(int).tolist()  # stochastic (all up), within the bound
+    spec = calibrate(200, 1.0, 1e-6)
+    assert spec.sensitivity == 2.0**spec.bits + np.sqrt(200) / 2
+
+
+def test_a_release_of_several_units_sums_them_and_draws_its_size_once():
+    """A release of m units: the fixed-point sums m times over with m x shares Gaussian draws
+    (variance m x one unit's: sd / sqrt(m) on the sum's scale), the size one discrete Laplace at m
+    units' eps (variance ``size_var_at(m)``)."""
+    spec = calibrate(3, 1.0, 1e-6, releases=4)
+    sizes = np.full(40_000, 500, dtype=np.int64)
+    sums = np.tile(np.array([1000, -2000, 0], dtype=np.int64), (40_000, 1))
+    ns, nx = release(sizes, sums, spec, np.random.default_rng(5), units=3)
+    np.testing.assert_allclose(nx.mean(0) / 3, [1000, -2000, 0], atol=5 * nx.std() / 3 / np.sqrt(nx.shape[0]))
+    assert nx.std(0) / 3 / 2.0**spec.bits == pytest.approx(np.full(3, spec.sum_sd / np.sqrt(3)), rel=0.03)
+    assert ns.var() == pytest.approx(spec.size_var_at(3), rel=0.05)
+    assert spec.size_var_at(3) < spec.size_var / 9 * 1.01  # one draw at 3 units' eps: less noise than three summed
+
+
+@pytest.mark.parametrize("units", [0, 5, True, 1.0])
+def test_a_release_refuses_invalid_units(units):
+    spec = calibrate(2, 1.0, 1e-6, releases=4)
+    with pytest.raises(ConfigError, match="a release takes 1 to 4 units"):
+        release(np.array([3]), np.array([[1, 2]]), spec, np.random.default_rng(0), units=units)
 
 
 def test_a_part_whose_noisy_size_is_below_one_has_no_mean():
@@ -55,12 +115,12 @@ def test_a_part_whose_noisy_size_is_below_one_has_no_mean():
     assert np.isnan(means[1]).all() or sizes[1] >= 1  # part 1 is empty: a mean only if its noise made it >= 1
 
 
-def _wire(spec, present, runs, seed):
+def _wire(spec, present, runs, seed, units=1):
     """Runs of the release on one part: three points, plus a fourth of norm 1
     (the farthest the sum can move) when ``present``. Codes: (size, sum bin)."""
     x = np.array([[0.3], [-0.2], [0.1]] + ([[1.0]] if present else []))
-    sizes, sums = exact_parts(x, np.zeros(len(x), dtype=np.int64), 1, spec.bits)
-    ns, nx = release(np.repeat(sizes, runs), np.repeat(sums, runs, axis=0), spec, np.random.default_rng(seed))
+    sizes, sums = exact_parts(x, np.zeros(len(x), dtype=np.int64), 1, spec.bits, np.random.default_rng(seed))
+    ns, nx = release(np.repeat(sizes, runs), np.repeat(sums, runs, axis=0), spec, np.random.default_rng(seed), units)
     return ns, nx[:, 0]
 
 
@@ -79,6 +139,19 @@ def _audit(spec, runs=200_000):
 def test_release_is_eps_dp_on_the_wire_for_worst_case_neighbours():
     spec = calibrate(1, 1.0, 1e-6)
     assert _audit(spec) <= 1.0
+
+
+def test_a_release_of_all_its_specs_units_is_eps_dp_on_the_wire():
+    """The partition stage's releases take several units (``release(units=...)``): a spec of three
+    releases spent in one release of three units, audited on the worst-case neighbours: within eps."""
+    spec = calibrate(1, 1.0, 1e-6, releases=3)
+    s1, v1 = _wire(spec, True, 200_000, 11, units=3)
+    s2, v2 = _wire(spec, False, 200_000, 12, units=3)
+    q = [0.0005, 0.002, 0.01, 0.05, 0.2, 0.5, 0.8, 0.95, 0.99, 0.998, 0.9995]
+    edges = np.quantile(np.concatenate([v1, v2]), q)
+    size_edges = np.quantile(np.concatenate([s1, s2]), [0.05, 0.5, 0.95])
+    code = lambda s, v: np.searchsorted(size_edges, s) * (len(q) + 1) + np.searchsorted(edges, v)  # noqa: E731
+    assert simultaneous_lower_bound(*joint_counts(code(s1, v1), code(s2, v2))) <= 1.0
 
 
 def test_the_audit_catches_a_release_run_at_three_times_its_epsilon():
