@@ -42,13 +42,14 @@ def test_every_large_cluster_gets_a_center(algorithm, d):
     assert kmeans_cost(x, fit.centers) <= 2 * kmeans_cost(x, true) + 0.01 * len(x) * 0.02**2
 
 
-def test_a_run_is_reproducible_from_its_seeds_and_the_public_one_moves_the_grids():
-    x, _ = _blobs(5000, 2, 3, seed=2)
-    spec = derive_central("maxcover-003", len(x), 2, 3, 2.0, 1e-6, seed=7)
+@pytest.mark.parametrize("algorithm,d", [("maxcover-003", 2), ("lsh-partition", 5)])
+def test_a_run_is_reproducible_from_its_seeds_and_the_public_one_moves_the_grids_or_hyperplanes(algorithm, d):
+    x, _ = _blobs(5000, d, 3, seed=2)
+    spec = derive_central(algorithm, len(x), d, 3, 2.0, 1e-6, seed=7)
     a = central_kmeans(x, spec, np.random.default_rng(1))
     b = central_kmeans(x, spec, np.random.default_rng(1))
     c = central_kmeans(x, replace(spec, seed=8), np.random.default_rng(1))
-    assert np.array_equal(a.proxy_points, b.proxy_points)
+    assert np.array_equal(a.proxy_points, b.proxy_points) and np.array_equal(a.centers, b.centers)
     assert not np.array_equal(a.proxy_points, c.proxy_points)
 
 
@@ -152,16 +153,6 @@ def test_a_partition_run_states_every_unit_of_its_one_budget():
     assert (lift["epsilon"], lift["delta"]) == (1.0, 1e-6) == (st["central_epsilon"], st["delta"])
     assert lift["releases"] == stage.units and lift["steps"] == stage.steps
     assert f"{stage.units} units" in lift["mechanism"] and f"{1 << stage.bits} buckets" in lift["mechanism"]
-
-
-def test_a_partition_run_draws_its_hyperplanes_from_the_public_seed_alone():
-    x, _ = _blobs(6000, 5, 3, seed=6)
-    spec = derive_central("lsh-partition", len(x), 5, 3, 2.0, 1e-6, seed=7)
-    a = central_kmeans(x, spec, np.random.default_rng(1))
-    b = central_kmeans(x, spec, np.random.default_rng(1))
-    c = central_kmeans(x, replace(spec, seed=8), np.random.default_rng(1))
-    assert np.array_equal(a.centers, b.centers) and np.array_equal(a.proxy_points, b.proxy_points)
-    assert not np.array_equal(a.proxy_points, c.proxy_points)
 
 
 def test_a_histogram_run_states_its_cover_as_a_thresholded_histogram():
