@@ -106,6 +106,9 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
                         help="--model shuffle: after the round, a refine round at central EPS (delta --delta, at least "
                              "--min-batch devices) through secure summation; needs --via-shuffler. --model local: keep "
                              "SHARE (0-1) of the devices fresh for a local refine round at --eps")
+        sm.add_argument("--refine-rounds", type=int, default=1, metavar="T",
+                        help="--model shuffle with --refine: T refine rounds, each opened on the last one's centers "
+                             "at central EPS (a chain; every round's statement composes the whole family)")
         sm.add_argument("--server-url", default=None)
         sm.add_argument("--shuffler-url", default=None)
         sm.add_argument("--seed", type=int, default=0,
@@ -282,7 +285,8 @@ def _simulate(args: argparse.Namespace) -> int:
     p = out["privacy"]
     device = "none (secure sum)" if p["device_epsilon"] is None else f"{p['device_epsilon']:.4g}"
     print(f"  privacy: device eps {device}, server's view ({p['central_epsilon']:.4g}, {p['delta']:.3g})"
-          + (f"; with the refine round ({out['composed']['epsilon']:.4g}, {out['composed']['delta']:.3g})" if "composed" in out else ""))
+          + (f"; with the refine round{'s' if out.get('refine', {}).get('rounds', 1) > 1 else ''} "
+             f"({out['composed']['epsilon']:.4g}, {out['composed']['delta']:.3g})" if "composed" in out else ""))
     if "refine" in out and out["refine"].get("mechanism") == "local":
         r = out["refine"]
         print(f"  local refine round: {r['devices']} fresh devices ({r['share']:.2g} of them"
@@ -291,9 +295,13 @@ def _simulate(args: argparse.Namespace) -> int:
     elif "refine" in out:
         r = out["refine"]
         of = ("of the budget's zCDP rho; the rounds compose in zCDP" if r.get("composition") == "zcdp" else "of --eps")
-        print(f"  refine round: eps {r['epsilon']:.4g} ({r.get('share', r['epsilon'] / args.eps):.2g} {of}"
+        rounds = r.get("rounds", 1)
+        chain = (f"refine rounds: {rounds} (a chain: each a Lloyd step from the last one's centers), together"
+                 if rounds > 1 else "refine round:")
+        print(f"  {chain} eps {r['epsilon']:.4g} ({r.get('share', r['epsilon'] / args.eps):.2g} {of}"
               f"{', auto' if args.refine == 'auto' else ''}), "
-              f"distributed discrete {r['noise']} noise, sd {r['noise_sd']:.3g} per coordinate of the sums, {r['shares_per_device']} shares per device")
+              f"distributed discrete {r['noise']} noise, sd {r['noise_sd']:.3g} per coordinate of the sums"
+              f"{' (each round)' if rounds > 1 else ''}, {r['shares_per_device']} shares per device")
     if "tree_objective" in out:
         print(f"  {'first round objective':22s} {out['tree_objective']:.5f}")
     for key in keys[:3]:

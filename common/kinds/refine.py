@@ -293,10 +293,16 @@ def refined_centers(total: NDArray[np.float64], config: RefineConfig) -> tuple[N
     the bound's domain (``PublicBound.project_ball``)."""
     t = np.asarray(total, dtype=np.float64).reshape(config.k, config.dim + 1)
     sums, counts = t[:, : config.dim], t[:, config.dim]
-    gate = NOISE_GATE * config.secure_sum.noise_std
-    ok = counts > max(gate, 1.0)
+    ok = kept_buckets(total, config)
     means = np.where(ok[:, None], sums / np.where(ok, counts, 1.0)[:, None], config.center_array)
     return config.bound.project_ball(means), np.maximum(counts, 0.0)
+
+
+def kept_buckets(total: NDArray[np.float64], config: RefineConfig) -> NDArray[np.bool_]:
+    """The buckets whose noisy count clears ``NOISE_GATE`` noise sds (and 1): those whose
+    mean ``refined_centers`` takes; the others keep the parent's center."""
+    counts = np.asarray(total, dtype=np.float64).reshape(config.k, config.dim + 1)[:, config.dim]
+    return np.asarray(counts > max(NOISE_GATE * config.secure_sum.noise_std, 1.0))
 
 
 def centers_config_to_dict(config: Any, name: str) -> dict[str, Any]:

@@ -173,7 +173,8 @@ def run_shuffle_bench(args: argparse.Namespace) -> int:
     header = (f"machine: {machine()}; seeds {','.join(map(str, seeds))} (means; generated sets are redrawn per seed); "
               f"encoder auto (the table names its choice per variant); delta={delta:g}; shuffle batch = n (one release "
               f"per round); refine gets {rule} and {REFINE_DELTA_SHARE:g} of delta (basic composition; a partition stage's "
-              f"discrete-Gaussian rounds: those shares of the total's rho, composed in zCDP); central "
+              f"discrete-Gaussian rounds: those shares of the total's rho, composed in zCDP; after a partition "
+              f"stage the refine share is a chain of kinds.partition_plan.plan_refine_chain's rounds); central "
               f"libraries in the same run: {', '.join(libraries) or 'none'} (diffprivlib: pure eps)")
     print("shoal bench --model shuffle:", header, flush=True)
     rows: list[dict[str, Any]] = []

@@ -128,7 +128,8 @@ class PrivateKMeans:
     shuffle model, "partition"; ``bounds`` a ``PublicBound`` or a pair
     (low, high) of per-feature limits, or ``radius`` (an L2 bound);
     ``refine`` None, or in the shuffle model an eps for a refine round taken
-    out of ``epsilon``, in the local model the share of the rows kept fresh
+    out of ``epsilon`` (after a partition stage a chain of refine rounds
+    sharing it, ``kinds.partition_plan.plan_refine_chain``), in the local model the share of the rows kept fresh
     for a local refine round at ``epsilon``, or "auto"; ``random_state`` an
     int makes the simulated devices and every draw reproducible (None: fresh).
 

@@ -104,9 +104,16 @@ def _secure_sum_child(args: argparse.Namespace, ds: Dataset, rid: str, server_ur
 
 def _refine(args: argparse.Namespace, ds: Dataset, rid: str, server_url: str, shuffler_url: str,
             op: dict[str, str], shuffler_token: str, ball: np.ndarray) -> dict[str, Any]:
-    """The refine round (``_secure_sum_child``) and its objective."""
-    out, res = _secure_sum_child(args, ds, rid, server_url, shuffler_url, op, shuffler_token, "refine", args.refine)
-    out["normalized_objective"] = kmeans_cost(ball, np.asarray(res["ball_centers"])) / ds.points.shape[0]
+    """``--refine-rounds`` refine rounds (``_secure_sum_child``), each opened on the last (a chain:
+    the partition stage's, ``kinds.partition_plan``), and the last one's objective; "chain" holds
+    every round's id and objective."""
+    chain = []
+    for _ in range(max(1, args.refine_rounds)):
+        out, res = _secure_sum_child(args, ds, rid, server_url, shuffler_url, op, shuffler_token, "refine", args.refine)
+        out["normalized_objective"] = kmeans_cost(ball, np.asarray(res["ball_centers"])) / ds.points.shape[0]
+        chain.append({"round_id": out["round_id"], "normalized_objective": out["normalized_objective"]})
+        rid = out["round_id"]
+    out["chain"] = chain
     return out
 
 
@@ -415,6 +422,9 @@ def run_sim(args: argparse.Namespace) -> int:
             print(format_centers(rf["centers"], precision=3))
         elif "refine" in out:
             rf = out["refine"]
+            if len(rf["chain"]) > 1:
+                print("  refine chain: " + " -> ".join(f"{c['round_id']} ({c['normalized_objective']:.5f})"
+                                                       for c in rf["chain"]))
             print(f"  refine round {rf['round_id']}: {rf['devices']} devices x {rf['shares_per_device']} shares, "
                   f"objective {rf['normalized_objective']:.5f}; composed central "
                   f"({rf['privacy']['central_epsilon']:.3f}, {rf['privacy']['delta']:g})")

@@ -37,7 +37,7 @@ from shoal.common.kinds.local_refine import refine_devices
 from shoal.common.kinds.partition import REFINE_SPLIT as PARTITION_REFINE_SPLIT
 from shoal.common.kinds.partition import contributions as partition_contributions
 from shoal.common.kinds.partition import derive_partition, mean_of
-from shoal.common.kinds.partition_plan import PartitionPlan, plan_partition_stage
+from shoal.common.kinds.partition_plan import PartitionPlan, plan_partition_stage, plan_refine_chain
 from shoal.common.kinds.refine import (
     REFINE_DELTA_SHARE,
     contributions,
@@ -68,6 +68,7 @@ ENCODE_BYTES = 1 << 24
 """Input bytes of one encoded block: the encoder holds about ten temporaries
 of a block's size (1.5 GB at 250,000 x 100, issue 42); at 16 MB each the
 per-call overhead is still invisible (2e5 x 100: 2.4 s by 16k rows, 4.5 s by 200k)."""
+REFINE_SEED_STEP = 7919  # refine round i of a chain simulates with seed + i * this (its own streams)
 
 
 def encode_rows(d: int) -> int:
@@ -202,10 +203,13 @@ def refine_in_process(
     chunk: int = 10_000,
     split: int = 1,
     law: SumLaw = DEFAULT_LAW,
+    prior_variance: NDArray[np.float64] | None = None,
 ) -> dict[str, Any]:
     """Run a ``refine`` round in-process (``summed_in_process``); returns the
-    refined ball centers and timings. ``split``: candidates per parent center;
-    ``law``: the secure sum's calibration (a partition plan's)."""
+    refined ball centers, each one's noise variance and timings. ``split``:
+    candidates per parent center; ``law``: the secure sum's calibration (a
+    partition plan's); ``prior_variance``: the parent centers' noise variances
+    (a refine chain's later round, ``decoders.refine.refine_answer``)."""
     points = np.asarray(points, dtype=np.float64)
     n = points.shape[0]
     cfg = derive_refine("parent", parent_ball_centers, bound, epsilon, delta, min_devices,
@@ -214,10 +218,11 @@ def refine_in_process(
     t = time.perf_counter()
     sums = summed_in_process(points, contributions, cfg, "refine", np.random.SeedSequence([seed, 11]), chunk)
     enc = time.perf_counter() - t
-    centers, sizes = refine_answer(sums, cfg, np.random.default_rng([seed, 13]))
+    answer = refine_answer(sums, cfg, np.random.default_rng([seed, 13]), prior_variance)
     return {
-        "ball_centers": centers,
-        "sizes": sizes,
+        "ball_centers": answer.centers,
+        "sizes": answer.sizes,
+        "center_variance": answer.variance,
         "devices": n,
         "shares_per_device": params.shares,
         "modulus_bits": params.bits,
@@ -301,8 +306,9 @@ def simulate_rounds(
     """``shoal simulate`` in every model: a tree round, optionally followed by a
     refine round (one Lloyd step through secure summation, central model of
     the shuffler), within one total (epsilon, delta) by basic composition; a
-    partition stage (mean round, partition round, refine round: all secure sums)
-    at ``kinds.partition_plan``'s budgets, in zCDP where its sums are Gaussian.
+    partition stage (mean round, partition round, a chain of
+    ``partition_plan.plan_refine_chain``'s refine rounds: all secure sums) at
+    ``kinds.partition_plan``'s budgets, in zCDP where its sums are Gaussian.
 
     Shuffle model: ``epsilon``/``delta`` are central; devices randomise at the
     amplified eps0 for batches of ``min_batch`` (default: all n devices in one
@@ -345,8 +351,9 @@ def simulate_rounds(
         if model != "shuffle":
             raise ConfigError("a partition round sums shares through the shuffler: it needs model='shuffle'")
         batch = int(min_batch or n)
-        plan = plan_partition_stage(epsilon, (tree_eps, tree_delta), (refine_epsilon, refine_delta) if refine_epsilon
-                                    else None, points.shape[1], batch, max(n, 100 * batch))
+        stage, dim, most = (tree_eps, tree_delta), points.shape[1], max(n, 100 * batch)
+        plan = (plan_refine_chain(epsilon, stage, (refine_epsilon, refine_delta), dim, k, n, batch, most)
+                if refine_epsilon else plan_partition_stage(epsilon, stage, None, dim, batch, most))
         out = partition_in_process(points, k, bound, plan, batch, seed=seed)
         events = out.pop("round_events")
         if nonprivate is None and reference:
@@ -358,24 +365,32 @@ def simulate_rounds(
     out["model"] = model
     if not refine_epsilon:
         return out
-    share, composition, law = refine_epsilon / epsilon, "basic", DEFAULT_LAW
-    if plan is not None and plan.refine is not None:  # the plan's refine round
-        refine_epsilon, refine_delta, law = plan.refine.epsilon, plan.refine.delta, plan.refine.law
+    share, composition = refine_epsilon / epsilon, "basic"
+    # The refine rounds: one at the tree's split, or the partition plan's chain (the first splits each
+    # center in two, the later ones are plain Lloyd steps on the last one's centers).
+    chain = ([(refine_epsilon, refine_delta, DEFAULT_LAW, 1)] if plan is None else
+             [(b.epsilon, b.delta, b.law, PARTITION_REFINE_SPLIT if i == 0 else 1) for i, b in enumerate(plan.refines)])
+    if plan is not None:
         composition = plan.composition
-    ref = refine_in_process(points, np.asarray(out["ball_centers"]), bound, refine_epsilon, refine_delta,
-                            min_devices=int(min_batch or n), seed=seed,
-                            split=PARTITION_REFINE_SPLIT if encoder == "partition" else 1, law=law)
-    e2, d2 = central_guarantee(ref["event"])
-    composed = (central_guarantee(RoundsEvent((*events, ref["event"]))) if events else
+    centers, refs = np.asarray(out["ball_centers"]), list[dict[str, Any]]()
+    for i, (eps_i, delta_i, law, split) in enumerate(chain):  # each later round combined with the last one's centers
+        refs.append(refine_in_process(points, centers, bound, eps_i, delta_i, min_devices=int(min_batch or n),
+                                      seed=seed + i * REFINE_SEED_STEP, split=split, law=law,
+                                      prior_variance=refs[-1]["center_variance"] if refs else None))
+        centers = np.asarray(refs[-1]["ball_centers"])
+    e2, d2 = central_guarantee(RoundsEvent(tuple(r["event"] for r in refs)) if len(refs) > 1 else refs[0]["event"])
+    composed = (central_guarantee(RoundsEvent((*events, *(r["event"] for r in refs)))) if events else
                 (out["privacy"]["central_epsilon"] + e2, out["privacy"]["delta"] + d2))
-    (refined,), _ = evaluate(points, bound, [np.asarray(ref["ball_centers"])])
+    (refined,), _ = evaluate(points, bound, [centers])
     out.update(
         tree_objective=out["normalized_objective"],
         normalized_objective=refined,
-        ball_centers=np.asarray(ref["ball_centers"]).tolist(),
-        centers=bound.from_ball(np.asarray(ref["ball_centers"])).tolist(),
-        refine={"epsilon": e2, "delta": d2, "shares_per_device": ref["shares_per_device"], "seconds": ref["seconds"],
-                "noise": ref["noise"], "noise_sd": ref["noise_std"], "share": share, "composition": composition},
+        ball_centers=centers.tolist(),
+        centers=bound.from_ball(centers).tolist(),
+        refine={"epsilon": e2, "delta": d2, "shares_per_device": max(r["shares_per_device"] for r in refs),
+                "seconds": sum(r["seconds"] for r in refs), "noise": refs[0]["noise"],
+                "noise_sd": max(r["noise_std"] for r in refs), "share": share, "composition": composition,
+                "rounds": len(refs)},
         composed={"epsilon": composed[0], "delta": composed[1]},
     )
     return out

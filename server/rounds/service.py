@@ -138,6 +138,9 @@ class RoundService:
         child: RefineServer | LocalRefineServer = LOCAL_REFINE if model == "local" else REFINE
         if child is REFINE and (not request.delta or not request.min_devices):
             raise ConfigError("a shuffle refine round needs delta and min_devices (its secure sum's guarantee)")
+        if child is LOCAL_REFINE and kind is REFINE:
+            raise ConfigError(f"round {parent_id} is a refine round: a refine round on it sums through the shuffler "
+                              "again (model 'shuffle', delta and min_devices); a local refine round opens on a first round")
         if child is LOCAL_REFINE and (request.delta or request.min_devices or request.max_devices):
             raise ConfigError(f"round {parent_id} is a local-model round: its refine round is local (fresh devices, "
                               "eps-LDP reports) and takes no delta, min_devices or max_devices; "
@@ -185,6 +188,13 @@ class RoundService:
     def privacy_of(self, round_id: str) -> tuple[object, dict[str, Any]]:
         kind, cfg = self.round(round_id)
         return kind.privacy(cfg)
+
+    def result_of(self, round_id: str) -> dict[str, Any] | None:
+        return self.store.get_round(round_id).result
+
+    def parent_of(self, round_id: str) -> str | None:
+        parent: str | None = getattr(self.round(round_id)[1], "parent_id", None)
+        return parent
 
     def children(self, parent_id: str) -> list[tuple[str, str, Any]]:
         out = []

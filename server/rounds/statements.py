@@ -7,10 +7,11 @@ decode (``service.result`` returns it as stored), so a statement composed
 then misses the rounds opened afterwards, and the parent's own result never
 showed its children. ``with_live_statement`` re-composes at read time:
 
-- every member of a family (the parent and each round opened on it) gets a
-  ``composed`` section in its ``privacy``: the parent, every round opened on
-  it now, and the composed (eps, delta) (``shares.family_composition``:
-  basic composition); the parent's own statement stays as it is;
+- every member of a family (the first round and each round opened on it, or
+  on one of those: a refine chain, issue 41) gets a ``composed`` section in
+  its ``privacy``: the first round, every round of the family now, and the
+  composed (eps, delta) (``shares.family_composition``: basic composition,
+  zCDP among Gaussian sums); the first round's own statement stays as it is;
 - a secure-sum child (refine, elbow), whose whole statement *is* that
   composition (``shares.child_privacy``), has it re-issued now; what was
   stored at decode is kept under ``as_decoded``.
@@ -24,7 +25,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from shoal.server.rounds.kinds.base import RoundsView
-from shoal.server.rounds.kinds.shares import child_privacy, family_composition
+from shoal.server.rounds.kinds.shares import child_privacy, family_composition, family_root
 
 READ_NOTE = ("composed when this result was read: the parent and every round opened on it so far (a round "
              "opened later is composed into every member's statement from then on)")
@@ -43,7 +44,7 @@ def with_live_statement(result: dict[str, Any], round_id: str, rounds: Statement
     opened on the same parent now (module docstring); the stored dict is not changed."""
     _, config = rounds.round(round_id)
     parent_id = getattr(config, "parent_id", None)
-    family = parent_id or round_id
+    family = family_root(round_id, rounds)
     if parent_id is None and not rounds.children(round_id):
         return result
     privacy = dict(result.get("privacy") or {})

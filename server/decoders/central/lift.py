@@ -18,6 +18,7 @@ from numpy.typing import NDArray
 from scipy.stats import chi2
 
 from shoal.server.decoders.central.noisy_average import NoisyAverageSpec, noisy_means
+from shoal.server.decoders.combined_steps import combine_factor
 from shoal.server.decoders.kmeans import assign, weighted_kmeans
 
 STEP_GATE = 1e-3  # a shrunk Lloyd step moves a center whose true gap is 0 with this probability (``shrunk_lloyd_step``)
@@ -87,7 +88,7 @@ def shrunk_lloyd_step(x: NDArray[np.float64], start: NDArray[np.float64], spec: 
       mean far away passes it with probability ``STEP_GATE``, where the factor alone would move a third
       of such centers part of the way toward noise (a cluster of 17 rows at eps 0.3 keeps the proxy's);
     - a start center that is an earlier step's noisy mean, with noise variance w, combines the two
-      measurements: lam = A / (A + v) with A = max(gap - v, w) the estimated |drift|^2 + w (E gap =
+      measurements (``combined_steps.combine_factor``): lam = A / (A + v) with A = max(gap - v, w) the estimated |drift|^2 + w (E gap =
       |drift|^2 + w + v), the estimator c + lam (m - c) of the part's mean with the least squared
       error under that estimate. Where Lloyd has converged (drift 0) it is the inverse-variance
       average of the two releases (with the releases' zCDP composition, ``calibrate(releases=T)``, as
@@ -108,8 +109,7 @@ def shrunk_lloyd_step(x: NDArray[np.float64], start: NDArray[np.float64], spec: 
     passes = found & (gap > float(chi2.isf(STEP_GATE, d)) / d * noise)
     with np.errstate(divide="ignore", invalid="ignore"):
         shrink = np.where(passes, np.clip(1.0 - noise / gap, 0.0, 1.0), 0.0)
-        drift = np.maximum(gap - noise, np.nan_to_num(prior))
-        combine = np.where(found, drift / (drift + noise), 0.0)
+    combine = np.where(found, combine_factor(gap, noise, np.nan_to_num(prior)), 0.0)
     lam = np.where(fresh, shrink, combine)
     var = np.where(lam > 0, lam * noise, prior)
     return LloydStep(start + lam[:, None] * (moved - start), sizes, lam, var)

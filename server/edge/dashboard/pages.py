@@ -335,7 +335,16 @@ def _round(request: Request, cookie: str, round_id: str, status: int = 200, erro
     return _page(request, "round.html", status=status, row=row, created=_when(row.created), csrf=csrf,
                  summary=summary(row.config, privacy), config_json=json.dumps(row.config, indent=1),
                  result=result, view=view, error=error, message=message, steps=steps,
-                 decode_again=_may_decode_again(service, round_id))
+                 decode_again=_may_decode_again(service, round_id), refinable=_refinable(service, round_id))
+
+
+def _refinable(service: RoundService, round_id: str) -> bool:
+    """Whether a refine round may open on this round (its kind's ``ServerKind.refinable``;
+    a refine round is: the next step of a chain)."""
+    try:
+        return bool(service.round(round_id)[0].refinable)
+    except ShoalError:
+        return False
 
 
 def _may_decode_again(service: RoundService, round_id: str) -> bool:

@@ -83,6 +83,14 @@ class RoundsView(Protocol):
         (refine and elbow rounds), in round-id order."""
         ...
 
+    def parent_of(self, round_id: str) -> str | None:
+        """The round ``round_id`` was opened on (None: a first round)."""
+        ...
+
+    def result_of(self, round_id: str) -> dict[str, Any] | None:
+        """A round's stored result (None: not decoded)."""
+        ...
+
 
 class Accumulator(Protocol):
     """Linear and mergeable: the sum of the round's reports in the form its

@@ -45,44 +45,70 @@ class SharesOnly:
         return ShareTotal(config.secure_sum)
 
 
-def family_composition(parent_id: str, rounds: RoundsView) -> dict[str, Any]:
+def family_root(round_id: str, rounds: RoundsView) -> str:
+    """The first round of ``round_id``'s family: its parent's parent and so on (a refine
+    round opens on a refine round, issue 41: the partition stage's refine chain)."""
+    seen = {round_id}
+    while (parent := rounds.parent_of(round_id)) is not None:
+        if parent in seen:
+            raise RuntimeError(f"round {round_id}'s parents form a cycle")
+        seen.add(parent)
+        round_id = parent
+    return round_id
+
+
+def descendants(root: str, rounds: RoundsView) -> list[tuple[str, str, Any]]:
+    """(round id, kind, parsed config) of every round opened on ``root`` or on one of
+    those, each after its parent, siblings in round-id order."""
+    out: list[tuple[str, str, Any]] = []
+    todo = [root]
+    while todo:
+        level = [child for rid in todo for child in rounds.children(rid)]
+        out += level
+        todo = [rid for rid, _, _ in level]
+    return out
+
+
+def family_composition(root_id: str, rounds: RoundsView) -> dict[str, Any]:
     """Basic composition (zCDP for the discrete-Gaussian secure sums among them
-    when smaller, ``accounting.central_guarantee``) over a parent round and every round opened on it so
-    far, whatever its kind (issue 12: an elbow and a refine round on one
-    parent ask the same devices twice; a local refine child asks fresh
-    devices, so counting it is conservative): the composed (eps, delta), the
-    kinds, and one row per round (the parent's own statement first)."""
-    parent_event, parent_privacy = rounds.privacy_of(parent_id)
-    children = rounds.children(parent_id)
+    when smaller, ``accounting.central_guarantee``) over a first round and every round opened on it,
+    or on one of those, so far (``descendants``), whatever its kind (issue 12: an elbow and a refine
+    round on one parent ask the same devices twice; a refine chain asks them once per round; a local
+    refine child asks fresh devices, so counting it is conservative): the composed (eps, delta), the
+    kinds, and one row per round (the first round's own statement first). "parent" names the first round."""
+    parent_event, parent_privacy = rounds.privacy_of(root_id)
+    children = descendants(root_id, rounds)
     events = [config_kinds()[kind].event(c) for _, kind, c in children]
     eps, delta = central_guarantee(RoundsEvent((parent_event, *events)))
     kinds = sorted({kind for _, kind, _ in children})
     rows = []
     for (rid, kind, c), event in zip(children, events, strict=True):
         c_eps, c_delta = central_guarantee(event)
-        row: dict[str, Any] = {"round": rid, "kind": kind, "central_epsilon": c_eps, "delta": c_delta}
+        row: dict[str, Any] = {"round": rid, "kind": kind, "parent": c.parent_id, "central_epsilon": c_eps,
+                               "delta": c_delta}
         if hasattr(c, "secure_sum"):
             row.update(min_devices=c.secure_sum.min_devices, shares_per_device=c.secure_sum.shares,
                        noise=c.secure_sum.noise)
         rows.append(row)
     return {
-        "parent": parent_id,
+        "parent": root_id,
         "central_epsilon": eps,
         "delta": delta,
         "composition": f"basic (discrete-Gaussian secure sums among them in zCDP where that is smaller), over the "
-                       f"parent round and all {len(children)} round(s) opened on it ({', '.join(kinds)})",
+                       f"first round and all {len(children)} round(s) opened on it or on one of those "
+                       f"({', '.join(kinds)})",
         "rounds": [parent_privacy] + rows,
     }
 
 
 def child_privacy(config: Any, rounds: RoundsView) -> dict[str, Any]:
     """The statement of a secure-sum round opened on a parent (refine, elbow):
-    ``family_composition`` over the parent and every round opened on it.
-    Stored at decode time and re-issued whenever the result is read
-    (``server/rounds/statements.py``, issue 45), so it also composes the
+    ``family_composition`` over its family's first round and every round opened
+    in the family. Stored at decode time and re-issued whenever the result is
+    read (``server/rounds/statements.py``, issue 45), so it also composes the
     rounds opened after the decode."""
     params = config.secure_sum
-    family = family_composition(config.parent_id, rounds)
+    family = family_composition(family_root(config.parent_id, rounds), rounds)
     eps, delta = family["central_epsilon"], family["delta"]
     return {
         "model": "shuffle",

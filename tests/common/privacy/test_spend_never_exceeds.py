@@ -32,7 +32,7 @@ from shoal.common.kinds.central import curator_guarantee, derive_central, derive
 from shoal.common.kinds.elbow import derive_elbow, elbow_budget
 from shoal.common.kinds.local_refine import derive_local_refine
 from shoal.common.kinds.partition import REFINE_SPLIT, derive_partition
-from shoal.common.kinds.partition_plan import plan_partition_stage
+from shoal.common.kinds.partition_plan import plan_partition_stage, plan_refine_chain
 from shoal.common.kinds.refine import derive_refine, first_round
 from shoal.common.kinds.tree import derive_config
 from shoal.common.mechanisms.exact_sampling import laplace_scale_fraction
@@ -92,43 +92,46 @@ def secure_sum_inside(what: str, params: Any) -> Part:
 
 def shuffle_cell(n: int, d: int, k: int, eps: float, delta: float, refine: str) -> list[Part]:
     """``shoal simulate --model shuffle`` (``simulate_rounds``): the split, then a
-    tree or partition first round and a refine round, composed as simulate
-    prints it and as the service's family statement composes it."""
+    tree or partition first round and a refine round (a partition stage: its
+    chain, ``plan_refine_chain``), composed as simulate prints it and as the
+    service's family statement composes it."""
     law = DEFAULT_LAW
     r = 0.0 if refine == "none" else refine_epsilon("auto" if refine == "auto" else EXPLICIT_SHARE * eps,
                                                     shape(n, d), k, eps, delta, None)
     (tree_eps, tree_delta), (ref_eps, ref_delta) = round_budget(eps, delta, r)
     out: list[Part] = []
+    refines = [(ref_eps, ref_delta, law, 1)]
     if first_round(n, d, k, tree_delta, n) == "partition":
         # ``partition_in_process`` at ``plan_partition_stage``'s budgets: a one-bit mean round, then the
-        # partition round through its mean (and the refine round below), composed in zCDP or by basic composition
-        plan = plan_partition_stage(eps, (tree_eps, tree_delta), (ref_eps, ref_delta) if r else None, d, n,
-                                    max(n, 100 * n))
+        # partition round through its mean (and the refine chain below), composed in zCDP or by basic composition
+        plan = (plan_refine_chain(eps, (tree_eps, tree_delta), (ref_eps, ref_delta), d, k, n, n, max(n, 100 * n)) if r
+                else plan_partition_stage(eps, (tree_eps, tree_delta), None, d, n, max(n, 100 * n)))
         m, p = plan.mean, plan.partition
         mean = derive_partition(n, d, k, m.epsilon, m.delta, BOUND, min_devices=n, max_devices=max(n, 100 * n),
                                 bits=1, law=m.law)
         part = derive_partition(n, d, k, p.epsilon, p.delta, BOUND, min_devices=n, max_devices=max(n, 100 * n),
                                 center=np.full(d, 0.1 / np.sqrt(d)), law=p.law)
-        stmt, event, split = partition_statement(part, mean), RoundsEvent((mean.event, part.event)), REFINE_SPLIT
-        if plan.refine is not None:
-            ref_eps, ref_delta, law = plan.refine.epsilon, plan.refine.delta, plan.refine.law
+        stmt, events = partition_statement(part, mean), [mean.event, part.event]
+        refines = [(b.epsilon, b.delta, b.law, REFINE_SPLIT if i == 0 else 1) for i, b in enumerate(plan.refines)]
         out.append(secure_sum_inside("mean round", mean.secure_sum))
         out.append(secure_sum_inside("partition round", part.secure_sum))
     else:
         tree = derive_config(n, d, k, tree_eps, model="shuffle", delta=tree_delta, min_batch=n, seed=0)
-        stmt, event, split = tree_statement(tree), tree.round_event, 1
+        stmt, events = tree_statement(tree), [tree.round_event]
     out.append(("first round statement", stmt["central_epsilon"], stmt["delta"]))
     if not r:
         return out
-    ref = derive_refine("parent", parent_centers(k, d), BOUND, ref_eps, ref_delta, n, max_devices=max(n, 100 * n),
-                        split=split, law=law)
-    out.append(secure_sum_inside("refine round", ref.secure_sum))
-    if split == REFINE_SPLIT:  # ``simulate_rounds``: the stage's three rounds as one RoundsEvent
-        out.append(("simulate's composed", *central_guarantee(RoundsEvent((event, ref.event)))))
+    refs = [derive_refine("parent", parent_centers(k, d), BOUND, e, dl, n, max_devices=max(n, 100 * n), split=split,
+                          law=lw) for e, dl, lw, split in refines]
+    for i, ref in enumerate(refs):
+        out.append(secure_sum_inside(f"refine round {i + 1} of {len(refs)}", ref.secure_sum))
+    family = central_guarantee(RoundsEvent((*events, *(ref.event for ref in refs))))
+    if len(events) == 2:  # ``simulate_rounds``: the stage's rounds as one RoundsEvent
+        out.append(("simulate's composed", *family))
     else:
-        e2, d2 = central_guarantee(ref.event)
+        e2, d2 = central_guarantee(refs[0].event)
         out.append(("simulate's composed", stmt["central_epsilon"] + e2, stmt["delta"] + d2))
-    out.append(("family (RoundsEvent)", *central_guarantee(RoundsEvent((event, ref.event)))))
+    out.append(("family (RoundsEvent)", *family))
     return out
 
 

@@ -36,16 +36,19 @@ def test_sim_shuffle_model_round_end_to_end(capsys):
     assert out["normalized_objective"] < out["trivial_objective"]
 
 
-def test_sim_refine_round_through_the_shuffler(capsys):
+@pytest.mark.parametrize("rounds", [1, 2])
+def test_sim_refine_round_through_the_shuffler(capsys, rounds):
     """Shuffle-model tree round, then a refine round whose shares go through the
-    shuffler (one submission of s sealed shares per device, one flush)."""
+    shuffler (one submission of s sealed shares per device, one flush); with
+    --refine-rounds 2 a second one opened on the first (a chain)."""
     args = ["sim", "--users", "800", "--dataset", "city", "--eps", "2", "--delta", "1e-6", "--model", "shuffle",
-            "--via-shuffler", "--min-batch", "200", "--refine", "4", "--json"]
+            "--via-shuffler", "--min-batch", "200", "--refine", "4", "--refine-rounds", str(rounds), "--json"]
     assert main(args) == 0
     out = json.loads(capsys.readouterr().out)
     rf = out["refine"]
-    assert rf["failed"] == 0 and rf["devices"] == 800
-    assert rf["privacy"]["central_epsilon"] == pytest.approx(out["privacy"]["central_epsilon"] + 4)
+    assert rf["failed"] == 0 and rf["devices"] == 800 and len(rf["chain"]) == rounds
+    assert rf["privacy"]["central_epsilon"] == pytest.approx(out["privacy"]["central_epsilon"] + 4 * rounds)
+    assert [row["round"] for row in rf["privacy"]["rounds"][1:]] == [c["round_id"] for c in rf["chain"]]
     # A Lloyd step from the parent's centers never raises the objective; the
     # parent itself varies a lot at 800 devices (0.06..0.22 seen), so compare to it.
     assert rf["normalized_objective"] < min(out["normalized_objective"], out["trivial_objective"])

@@ -205,3 +205,42 @@ def test_every_result_of_a_family_composes_the_rounds_opened_after_its_decode(se
     assert [row["round"] for row in own["composed"]["rounds"][1:]] == sorted(ids)
     assert own["composed"]["central_epsilon"] == pytest.approx(eps)
     assert "opened on it so far" in own["composed"]["read"]
+
+
+def test_a_refine_round_opens_on_a_refine_round_and_the_chain_composes_from_its_first_round(server):
+    """Issue 41: the partition stage's refine chain. A refine round on a refine round takes a plain
+    Lloyd step from its centers; every member's statement composes the first round and the whole
+    chain; a local refine round does not open on a refine round."""
+    from tests_helpers import send_shares
+
+    ds = paper_mixture(400, d=3, k=3, seed=5)
+    parent, first = done_tree_round(server, ds.points)
+    op = server.op_headers()
+
+    def refine_on(rid: str, eps: float, delta: float) -> dict:
+        r = httpx.post(server.url + f"/rounds/{rid}/refine", headers=op,
+                       json={"epsilon": eps, "delta": delta, "min_devices": 100})
+        assert r.status_code == 201, r.text
+        send_shares(server, r.json(), ds.points)
+        res = httpx.post(server.url + f"/rounds/{r.json()['id']}/cluster", headers=op, timeout=120)
+        assert res.status_code == 200, res.text
+        return {"id": r.json()["id"], "config": r.json()["config"], "result": res.json()}
+
+    one = refine_on(parent, 1.0, 1e-7)
+    two = refine_on(one["id"], 0.5, 1e-8)
+    assert two["config"]["parent_id"] == one["id"] and two["config"]["keep"] == 0 and two["config"]["k"] == 3
+    assert np.allclose(two["config"]["centers"], one["result"]["ball_centers"])  # the step starts from its parent's
+    # The first step on a tree round is plain; the second combines with it by its stated noise variance.
+    assert set(one["result"]["diagnostics"]["combined"]) <= {0.0, 1.0}  # a mean taken whole, or a gated parent's
+    assert all(v is None or v > 0 for v in one["result"]["diagnostics"]["center_variance"])
+    assert all(0.0 <= lam <= 1.0 for lam in two["result"]["diagnostics"]["combined"])
+    eps, delta = first["privacy"]["central_epsilon"] + 1.5, first["privacy"]["delta"] + 1e-7 + 1e-8
+    decoded = two["result"]["privacy"]
+    assert decoded["central_epsilon"] == pytest.approx(eps) and decoded["delta"] == pytest.approx(delta)
+    assert [(row["round"], row["parent"]) for row in decoded["rounds"][1:]] == [(one["id"], parent), (two["id"], one["id"])]
+    for rid in (parent, one["id"], two["id"]):
+        pr = httpx.get(server.url + f"/rounds/{rid}/result").json()["privacy"]
+        assert pr["composed"]["parent"] == parent and pr["composed"]["central_epsilon"] == pytest.approx(eps)
+        assert len(pr["composed"]["rounds"]) == 3
+    local = httpx.post(server.url + f"/rounds/{two['id']}/refine", headers=op, json={"model": "local", "epsilon": 1.0})
+    assert local.status_code in (400, 409, 422) and "a local refine round opens on a first round" in local.text

@@ -124,3 +124,14 @@ def test_a_secure_sum_round_without_a_decode_yet_shows_its_own_guarantee(site):
     child = api.create({"epsilon": 0.5, "delta": 1e-8, "min_devices": 100}, f"/rounds/{shapes['tree 2-D']}/refine")
     summary = _summary(client.get(f"/ui/rounds/{child['id']}").text)
     assert summary["epsilon"] == "0.5" and summary["delta"] == "1e-08"
+
+
+def test_a_refine_form_shows_exactly_on_the_rounds_a_refine_round_opens_on(site):
+    """The registry's ``refinable``: tree, sketch, partition and refine rounds (a refine round's
+    next step is a chain), not central, elbow, local refine or continual rounds."""
+    client, shapes = site
+    for name, rid in shapes.items():
+        kind = client.get(f"/rounds/{rid}/config").json()["config"]["kind"]
+        page = client.get(f"/ui/rounds/{rid}").text
+        has_form = f'action="/ui/rounds/{rid}/refine"' in page
+        assert has_form == (kind in ("tree", "sketch", "partition", "refine")), (name, kind)
