@@ -24,7 +24,9 @@ failures), every release a noisy average (``noisy_average.py``) of
    the private mean from the same release (``lift.clusters_beat_the_mean``:
    the answer is the private mean unless the clusters are shown to cost
    less); the rest shrunk (``lift.shrunk_lloyd_step``), each weighing the
-   last release's noise.
+   last release's noise and carried on along the way the centers still
+   creep (``lift.contraction``: Lloyd converges slowly on broad,
+   overlapping clusters).
 
 Measured in ``kinds/central.py`` (``STAGE_UNITS``, ``PARTITION_MIN_BITS``).
 Pure numpy, no I/O.
@@ -120,7 +122,9 @@ def partition_fit(x: NDArray[np.float64], spec: CentralSpec, rng: np.random.Gene
     centers, sizes_k = merged.centers, merged.sizes
     if stage.steps > 1:
         step = lloyd_steps(x, centers, avg, rng, stage.steps - 1,
-                           avg.mean_variance(merged.sizes, merged.draws, stage.step_units), units=stage.step_units)
+                           avg.mean_variance(merged.sizes, merged.draws, stage.step_units), units=stage.step_units,
+                           accelerate=True)
         centers, sizes_k = step.centers, step.sizes
         diagnostics["lloyd_step_kept"] = step.lam.tolist()
+        diagnostics["lloyd_steps_carried"] = list(step.carried)
     return StageFit(_in_ball(centers), sizes_k, pts, w, diagnostics)

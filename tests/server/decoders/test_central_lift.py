@@ -1,11 +1,20 @@
 """The lift's private Lloyd steps (issue 41): each center moves as far as its noisy mean is
-worth, a pure-noise mean moves none, and a step that repeats a converged partition averages
-its release with the last instead of replacing it."""
+worth, a pure-noise mean moves none, a step that repeats a converged partition averages
+its release with the last instead of replacing it, and accelerated steps carry on where the
+centers still creep the same way, and only there."""
 
 import numpy as np
+import pytest
 
-from shoal.server.decoders.central.lift import shrunk_lloyd_step
+from shoal.deploy.simulation.datasets import overlapping_mixture
+from shoal.server.decoders.central.lift import (
+    CONTRACTION_CAP,
+    contraction,
+    lloyd_steps,
+    shrunk_lloyd_step,
+)
 from shoal.server.decoders.central.noisy_average import calibrate
+from shoal.server.decoders.kmeans import kmeans_cost
 
 TRUE = np.array([[0.4, 0.0], [-0.4, 0.0]])
 
@@ -60,3 +69,62 @@ def test_a_step_from_a_noisy_mean_that_is_far_off_follows_the_new_mean():
     start = TRUE + np.array([[0.15, 0.05], [-0.15, -0.05]])
     step = shrunk_lloyd_step(x, start, spec, rng, start_var=np.full(2, 1e-7))
     assert (step.lam > 0.98).all() and np.abs(step.centers - TRUE).max() < 0.02
+
+
+def test_contraction_is_the_pooled_ratio_of_the_moves_within_its_cap():
+    """Moves that shrink by half, the same way, at every center: rho = 0.5; the same way but
+    barely shrinking: the cap; reversed, or no last move: 0."""
+    rng = np.random.default_rng(3)
+    last = rng.standard_normal((8, 6))
+    assert contraction(last, 0.5 * last) == pytest.approx(0.5)
+    assert contraction(last, 0.99 * last) == CONTRACTION_CAP
+    assert contraction(last, -0.5 * last) == 0.0
+    assert contraction(np.zeros((8, 6)), last) == 0.0
+
+
+def test_contraction_is_zero_for_moves_unrelated_to_the_last():
+    """Independent moves (a converged center's noise) agree in direction by chance: the pooled
+    ratio is then within a few of its null sds (``CONTRACTION_SDS``), and nothing is carried on;
+    a ratio of 0.5 under a little noise is seen."""
+    rng = np.random.default_rng(4)
+    chance = [contraction(rng.standard_normal((5, 6)), rng.standard_normal((5, 6))) for _ in range(400)]
+    assert np.mean(np.array(chance) > 0) < 0.05
+    last = rng.standard_normal((5, 6))
+    assert contraction(last, 0.5 * last + 0.05 * rng.standard_normal((5, 6))) > 0.4
+
+
+def test_accelerated_steps_creep_further_on_broad_overlapping_clusters():
+    """The overlapping generator, where Lloyd converges over tens of steps: six accelerated steps
+    from random starts end below six plain ones (same releases' noise draws), and every step after
+    the first is carried on by a factor in [1, 1 / (1 - cap)]."""
+    ds = overlapping_mixture(seed=0)
+    x = ds.bound.to_ball(ds.points)
+    spec = calibrate(x.shape[1], 8.0, 1e-6, releases=6)
+    fast, plain = [], []
+    for r in range(4):
+        start = x[np.random.default_rng(r).choice(len(x), ds.k, replace=False)]
+        a = lloyd_steps(x, start, spec, np.random.default_rng(100 + r), 6, accelerate=True)
+        b = lloyd_steps(x, start, spec, np.random.default_rng(100 + r), 6)
+        assert len(a.carried) == 5 and all(1 <= f <= 1 / (1 - CONTRACTION_CAP) for f in a.carried)
+        assert b.carried == (1.0,) * 5
+        fast.append(kmeans_cost(x, a.centers))
+        plain.append(kmeans_cost(x, b.centers))
+    assert np.mean(fast) < 0.997 * np.mean(plain)  # measured 0.994; without acceleration exactly 1
+
+
+def test_accelerated_steps_leave_converged_tight_clusters_as_the_plain_ones():
+    """Two tight clusters started at their means plus a release's noise: the combined steps
+    average the releases, their moves are noise, and acceleration carries none of them on (it
+    would double the squared error: ``contraction``)."""
+    rng = np.random.default_rng(1)
+    x = _points(4_000, rng)
+    lab = (x[:, 0] < 0).astype(int)
+    exact = np.array([x[lab == j].mean(0) for j in range(2)])
+    spec = calibrate(2, 0.3, 1e-6, releases=4)
+    v = (2 * spec.sum_sd**2 + spec.size_var) / 2_000**2
+    for i in range(100):
+        start = exact + np.sqrt(v / 2) * rng.standard_normal((2, 2))
+        a = lloyd_steps(x, start, spec, np.random.default_rng(1000 + i), 4, np.full(2, v), accelerate=True)
+        b = lloyd_steps(x, start, spec, np.random.default_rng(1000 + i), 4, np.full(2, v))
+        assert a.carried == (1.0,) * 3
+        np.testing.assert_array_equal(a.centers, b.centers)
