@@ -32,7 +32,7 @@ STEP_GATE = 1e-3  # a shrunk Lloyd step moves a center whose true gap is 0 with 
 # on); at 2 sds 0.07595 / 0.07547 / 0.07539 at eps 1 / 2 / 4, but the paper generator's tight clusters
 # paid for it where they take 4-7 steps (n = 1e4, d = 6, eps 4, 3 x 4: 2.256e-4 -> 2.312e-4; n = 1e5,
 # d = 5, eps 1, 2 x 3: 1.283e-4 -> 1.322e-4), at 3 sds they are as without (2.256e-4, 1.283e-4), at 4
-# the overlapping set keeps a fifth of its gain. Letter takes 2 steps (unchanged); a cap of 0.9 was
+# the overlapping set keeps a tenth of its gain at eps 1 and two fifths at eps 4 (0.07625, 0.07553). Letter takes 2 steps (unchanged); a cap of 0.9 was
 # worse at eps 1 than 0.75 (3 seeds: 0.07669 against 0.07651).
 CONTRACTION_CAP = 0.75
 CONTRACTION_SDS = 3.0  # ... and only one that clears this many sds of its value were the moves unrelated
