@@ -196,12 +196,12 @@ class RoundService:
         parent: str | None = getattr(self.round(round_id)[1], "parent_id", None)
         return parent
 
-    def children(self, parent_id: str) -> list[tuple[str, str, Any]]:
-        out = []
+    def opened_on(self) -> dict[str, list[tuple[str, str, Any]]]:
+        out: dict[str, list[tuple[str, str, Any]]] = {}
         for row in self.store.list_rounds():
-            if row.config.get("parent_id") == parent_id:
-                out.append((row.id, kind_name(row.config), parse_config(row.config)))
-        return sorted(out, key=lambda c: c[0])
+            if (parent := row.config.get("parent_id")) is not None:
+                out.setdefault(parent, []).append((row.id, kind_name(row.config), parse_config(row.config)))
+        return {parent: sorted(kids, key=lambda c: c[0]) for parent, kids in out.items()}
 
     def state(self, round_id: str) -> str:
         """The round's state (cached; UnknownRound if there is no such round)."""

@@ -44,13 +44,14 @@ def with_live_statement(result: dict[str, Any], round_id: str, rounds: Statement
     opened on the same parent now (module docstring); the stored dict is not changed."""
     _, config = rounds.round(round_id)
     parent_id = getattr(config, "parent_id", None)
-    family = family_root(round_id, rounds)
-    if parent_id is None and not rounds.children(round_id):
+    opened_on = rounds.opened_on()  # the one read of the rounds this statement takes
+    if parent_id is None and round_id not in opened_on:
         return result
+    family = family_composition(family_root(round_id, rounds), rounds, opened_on)
     privacy = dict(result.get("privacy") or {})
     if parent_id is not None and hasattr(config, "secure_sum"):
         stored = privacy
-        privacy = child_privacy(config, rounds)
+        privacy = child_privacy(config, rounds, family)
         privacy["as_decoded"] = {k: stored.get(k) for k in ("central_epsilon", "delta", "composition")}
-    privacy["composed"] = family_composition(family, rounds) | {"read": READ_NOTE}
+    privacy["composed"] = family | {"read": READ_NOTE}
     return {**result, "privacy": privacy}

@@ -78,9 +78,11 @@ class RoundsView(Protocol):
         """A decoded round's event record and privacy statement."""
         ...
 
-    def children(self, parent_id: str) -> list[tuple[str, str, Any]]:
-        """(round id, kind, parsed config) of every round opened on ``parent_id``
-        (refine and elbow rounds), in round-id order."""
+    def opened_on(self) -> dict[str, list[tuple[str, str, Any]]]:
+        """(round id, kind, parsed config) of every round opened on another round
+        (refine and elbow rounds), by the parent's id, siblings in round-id order:
+        one read of the rounds, however deep a family is (``shares.descendants``
+        walks it)."""
         ...
 
     def parent_of(self, round_id: str) -> str | None:

@@ -6,7 +6,7 @@ over ``family_composition``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -57,27 +57,30 @@ def family_root(round_id: str, rounds: RoundsView) -> str:
     return round_id
 
 
-def descendants(root: str, rounds: RoundsView) -> list[tuple[str, str, Any]]:
+def descendants(root: str, opened_on: Mapping[str, list[tuple[str, str, Any]]]) -> list[tuple[str, str, Any]]:
     """(round id, kind, parsed config) of every round opened on ``root`` or on one of
-    those, each after its parent, siblings in round-id order."""
+    those, each after its parent, siblings in round-id order; ``opened_on`` is
+    ``RoundsView.opened_on()`` (one read of the rounds for the whole walk)."""
     out: list[tuple[str, str, Any]] = []
     todo = [root]
     while todo:
-        level = [child for rid in todo for child in rounds.children(rid)]
+        level = [child for rid in todo for child in opened_on.get(rid, [])]
         out += level
         todo = [rid for rid, _, _ in level]
     return out
 
 
-def family_composition(root_id: str, rounds: RoundsView) -> dict[str, Any]:
+def family_composition(root_id: str, rounds: RoundsView,
+                       opened_on: Mapping[str, list[tuple[str, str, Any]]] | None = None) -> dict[str, Any]:
     """Basic composition (zCDP for the discrete-Gaussian secure sums among them
     when smaller, ``accounting.central_guarantee``) over a first round and every round opened on it,
     or on one of those, so far (``descendants``), whatever its kind (issue 12: an elbow and a refine
     round on one parent ask the same devices twice; a refine chain asks them once per round; a local
     refine child asks fresh devices, so counting it is conservative): the composed (eps, delta), the
-    kinds, and one row per round (the first round's own statement first). "parent" names the first round."""
+    kinds, and one row per round (the first round's own statement first). "parent" names the first round.
+    ``opened_on``: ``rounds.opened_on()`` when the caller has read it already."""
     parent_event, parent_privacy = rounds.privacy_of(root_id)
-    children = descendants(root_id, rounds)
+    children = descendants(root_id, rounds.opened_on() if opened_on is None else opened_on)
     events = [config_kinds()[kind].event(c) for _, kind, c in children]
     eps, delta = central_guarantee(RoundsEvent((parent_event, *events)))
     kinds = sorted({kind for _, kind, _ in children})
@@ -101,14 +104,15 @@ def family_composition(root_id: str, rounds: RoundsView) -> dict[str, Any]:
     }
 
 
-def child_privacy(config: Any, rounds: RoundsView) -> dict[str, Any]:
+def child_privacy(config: Any, rounds: RoundsView, family: dict[str, Any] | None = None) -> dict[str, Any]:
     """The statement of a secure-sum round opened on a parent (refine, elbow):
     ``family_composition`` over its family's first round and every round opened
     in the family. Stored at decode time and re-issued whenever the result is
     read (``server/rounds/statements.py``, issue 45), so it also composes the
-    rounds opened after the decode."""
+    rounds opened after the decode. ``family``: that composition, when the caller has it."""
     params = config.secure_sum
-    family = family_composition(family_root(config.parent_id, rounds), rounds)
+    if family is None:
+        family = family_composition(family_root(config.parent_id, rounds), rounds)
     eps, delta = family["central_epsilon"], family["delta"]
     return {
         "model": "shuffle",
