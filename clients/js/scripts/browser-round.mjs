@@ -1,6 +1,8 @@
 // A real round from real browsers (issue 40, item 3; needs the repo's Python venv and
 // `npm run build`): starts `shoal server` and `shoal shuffler` on 127.0.0.1, opens a
-// page in Debian's chromium that loads dist/shoal-device.js, and has it act as N devices
+// page in Debian's chromium that loads dist/shoal-device.js from an origin of its own
+// (both services allow it by SHOAL_DEVICE_ORIGINS: the devices' calls are real CORS
+// requests, as from a product's web page), and has it act as N devices
 // (each its own Device, ledger and OS randomness; sealed messages each with a fresh
 // ephemeral key) in a local-model and a shuffle-model tree round; the server decodes
 // both. Prints, per model, the decoded objective against the planted centers' and the
@@ -28,6 +30,7 @@ import { spawn, execFile, execFileSync } from "node:child_process";
 import { promisify } from "node:util";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { createServer } from "node:http";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
 
@@ -48,8 +51,9 @@ const shoal = process.env.SHOAL ?? join(root, ".venv/bin/shoal");
 const python = process.env.PYTHON ?? join(root, ".venv/bin/python");
 const dir = mkdtempSync(join(tmpdir(), "shoal-js-round-"));
 const base = 18000 + Math.floor(Math.random() * 2000);
-const [serverPort, shufflerPort] = [base, base + 1];
-const env = { ...process.env, SHOAL_KEY_PATH: join(dir, "key.pem"), SHOAL_OPERATOR_TOKEN: "operator-token-js-browser-round",
+const [serverPort, shufflerPort, pagePort] = [base, base + 1, base + 2];
+const pageUrl = `http://127.0.0.1:${pagePort}/`;
+const env = { ...process.env, SHOAL_DEVICE_ORIGINS: pageUrl.slice(0, -1), SHOAL_KEY_PATH: join(dir, "key.pem"), SHOAL_OPERATOR_TOKEN: "operator-token-js-browser-round",
   SHOAL_SHUFFLER_TOKEN: "shuffler-token-js-browser-round", SHOAL_ENROL_TOKEN: "enrol-token-js-browser-round" };
 const procs = [];
 const logs = { server: "", shuffler: "" };
@@ -88,7 +92,15 @@ const objectiveOf = (points, cs) =>
 const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
 
 let browser;
+let pageServer;
 try {
+  // The devices' web page: a blank page and the built bundle, from 127.0.0.1 only.
+  const bundle = readFileSync(new URL("../dist/shoal-device.js", import.meta.url), "utf8");
+  pageServer = createServer((req, res) => {
+    if (req.url === "/shoal-device.js") res.writeHead(200, { "content-type": "text/javascript" }).end(bundle);
+    else res.writeHead(200, { "content-type": "text/html" }).end('<!doctype html><meta charset="utf-8"><title>shoal devices</title>');
+  });
+  await new Promise((resolve, reject) => pageServer.once("error", reject).listen(pagePort, "127.0.0.1", resolve));
   start("server", ["server", "--host", "127.0.0.1", "--port", String(serverPort), "--db", `sqlite:///${dir}/server.db`, "--log-level", "warning"]);
   const serverUrl = `http://127.0.0.1:${serverPort}`;
   await up(`${serverUrl}/protocol`);
@@ -126,46 +138,28 @@ try {
   };
 
   browser = await chromium.launch({ executablePath: process.env.CHROMIUM || "/usr/bin/chromium", args: ["--no-sandbox"] });
+  // The page comes from its own origin (a static server here, as a product's web page would), and its devices
+  // call the server and the shuffler directly, across origins: both list the page's origin in
+  // SHOAL_DEVICE_ORIGINS (common/services/device_cors.py), so the real CORS path is what runs. (An earlier
+  // version proxied every request through Playwright's route handler: ~20 ms a device, most of this run.)
   const page = await browser.newPage();
-  const bundle = readFileSync(new URL("../dist/shoal-device.js", import.meta.url), "utf8");
-  let proxyRetries = 0;
-  await page.route("http://localhost/**", async (route) => {
-    const url = new URL(route.request().url());
-    if (url.pathname === "/shoal-device.js") return route.fulfill({ contentType: "text/javascript", body: bundle });
-    for (const [prefix, target] of [["/server", serverUrl], ["/shuffler", shufflerUrl]]) {
-      if (url.pathname.startsWith(prefix + "/")) {
-        // A keep-alive connection the server closed just as the proxy reused it resets (ECONNRESET,
-        // seen once in CI under load): the request never reached the app, so it is sent again (a
-        // report is idempotent by its message id anyway); anything else fails the run.
-        for (let attempt = 1; ; attempt++) {
-          try {
-            const response = await route.fetch({ url: target + url.pathname.slice(prefix.length) + url.search });
-            return route.fulfill({ response });
-          } catch (err) {
-            if (attempt >= 3 || !String(err).includes("ECONNRESET")) throw err;
-            proxyRetries++;
-          }
-        }
-      }
-    }
-    return route.fulfill({ contentType: "text/html", body: '<!doctype html><meta charset="utf-8"><title>shoal devices</title>' });
-  });
-  await page.goto("http://localhost/");
-  const run = async (roundId, withShuffler, points, tokens) => page.evaluate(async ({ roundId, pin, points, tokens, withShuffler }) => {
+  await page.goto(pageUrl);
+
+  const run = async (roundId, withShuffler, points, tokens) => page.evaluate(async ({ roundId, pin, points, tokens, withShuffler, serverUrl, shufflerUrl }) => {
     const m = await import("/shoal-device.js");
     const t0 = performance.now();
     let next = 0;
     const answers = [];
     const worker = async () => {
       for (let i = next++; i < points.length; i = next++) {
-        const device = new m.Device({ serverUrl: location.origin + "/server", serverKey: pin, ledger: new m.Ledger(new m.MemoryLedgerStore(), 10),
-          ...(withShuffler ? { shufflerUrl: location.origin + "/shuffler", deviceToken: tokens[i] } : {}) });
+        const device = new m.Device({ serverUrl, serverKey: pin, ledger: new m.Ledger(new m.MemoryLedgerStore(), 10),
+          ...(withShuffler ? { shufflerUrl, deviceToken: tokens[i] } : {}) });
         answers.push(await device.participate(roundId, points[i]));
       }
     };
     await Promise.all(Array.from({ length: 8 }, worker));
     return { ms: performance.now() - t0, answers: answers.length };
-  }, { roundId, pin, points, tokens, withShuffler });
+  }, { roundId, pin, points, tokens, withShuffler, serverUrl, shufflerUrl });
 
   const out = { devices_per_model: n, seeds, local_eps: localEps, shuffle_eps: shuffleEps, rounds: [] };
   const decode = async (round, shuffle, objective) => {
@@ -271,7 +265,6 @@ for b in range(5):
     best = min(best, (time.perf_counter() - t) / 50)
 print(best * 1e3)`], { input: cfgText }).toString().trim());
   out.encode_d100 = { chromium_ms_per_report: +chromiumMs.toFixed(2), python_ms_per_report: +pyMs.toFixed(2), ratio: +(chromiumMs / pyMs).toFixed(2) };
-  out.proxy_retries = proxyRetries; // connections reset under the proxy and sent again (see page.route)
   out.chromium = browser.version();
   console.log(JSON.stringify(out, null, 1));
   const failures = [];
@@ -299,5 +292,6 @@ print(best * 1e3)`], { input: cfgText }).toString().trim());
   }
 } finally {
   if (browser) await browser.close();
+  if (pageServer) pageServer.close();
   for (const p of procs) p.kill("SIGTERM");
 }

@@ -1,6 +1,7 @@
 """A real round from real browsers (issue 40, item 3): ``shoal server`` and
 ``shoal shuffler`` on 127.0.0.1, Debian's chromium loading the built bundle
-(``clients/js/dist/shoal-device.js``) as 1,500 devices per model (each its own
+(``clients/js/dist/shoal-device.js``) from a page on another origin (the devices'
+calls are cross-origin, allowed by ``SHOAL_DEVICE_ORIGINS``) as 1,500 devices per model (each its own
 ``Device``, ledger and OS randomness) in a local-model and a shuffle-model tree
 round, and 1,500 Python devices on the same points in rounds with the same
 public seed; three seeds. The mean decoded objective of the browser's rounds is
