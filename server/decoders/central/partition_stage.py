@@ -42,7 +42,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shoal.common.errors import ConfigError
-from shoal.common.kinds.central import CentralSpec
+from shoal.common.kinds.central import CentralSpec, reference_size_sd
 from shoal.common.kinds.partition import NOISE_GATE, hyperplanes, sign_codes
 from shoal.common.kinds.refine import split_candidates
 from shoal.server.decoders.central.lift import (
@@ -71,8 +71,10 @@ class StageFit:
 
 def _kept(means: NDArray[np.float64], sizes: NDArray[np.float64], avg: NoisyAverageSpec,
           units: int) -> NDArray[np.bool_]:
-    """Parts with a mean whose noisy size clears ``NOISE_GATE`` sds of a release of ``units``."""
-    gate = max(NOISE_GATE * float(np.sqrt(avg.size_var_at(units))), 1.0)
+    """Parts with a mean whose noisy size clears ``NOISE_GATE`` sds of a release of ``units``, the
+    size's own or, where larger, the stage's reference sd (``kinds.central.reference_size_sd``)."""
+    sd = max(float(np.sqrt(avg.size_var_at(units))), reference_size_sd(avg.epsilon, units, avg.releases))
+    gate = max(NOISE_GATE * sd, 1.0)
     return ~np.isnan(means).any(axis=1) & (sizes > gate)
 
 

@@ -234,15 +234,15 @@ _COVER_WORDS = {
 
 def _lift_words(event: CuratorEvent, spec: CentralSpec) -> str:
     """What the lift's one (eps, delta) covers."""
-    sizes_sums = ("discrete Laplace sizes (pure eps, split over the releases), discrete Gaussian sums (parallel "
-                  "over parts; their zCDP split over the releases and composed, converted to (eps, delta) once)")
+    sizes_sums = ("each part's sum and weighted size one vector with discrete Gaussian noise (parallel over parts; "
+                  "its zCDP split over the releases and composed, converted to (eps, delta) once)")
     stage = spec.partition
     if stage is None:
         return f"{event.lift_steps} private Lloyd step(s): {sizes_sums}"
     return (f"{stage.units} units of one noisy-average budget: the mean of every point ({stage.mean_units}), the "
             f"{1 << stage.bits} buckets' sizes and sums ({stage.partition_units}), {stage.steps} Lloyd step(s) of "
             f"{stage.step_units} each (the first against two candidates per center); a release of m units is m unit "
-            f"releases summed, its size one draw at m units' eps; {sizes_sums}")
+            f"releases summed; {sizes_sums}")
 
 
 def privacy_statement(spec: CentralSpec, steps: int | None = None) -> dict[str, Any]:

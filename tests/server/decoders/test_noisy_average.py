@@ -2,14 +2,13 @@
 noise as calibrated, the delta actually spent within budget, and (eps, delta)-DP
 on the worst-case neighbours as released on the wire (integers)."""
 
-from fractions import Fraction
+import math
 
 import numpy as np
 import pytest
 
 from shoal.common.errors import ConfigError
 from shoal.server.decoders.central.noisy_average import (
-    SIZE_SHARE,
     calibrate,
     exact_parts,
     fixed_point,
@@ -31,9 +30,11 @@ def test_sizes_and_sums_are_unbiased_with_the_calibrated_spread():
     rng = np.random.default_rng(0)
     sizes = np.full(40_000, 500, dtype=np.int64)
     sums = np.tile(np.array([1000, -2000, 0], dtype=np.int64), (40_000, 1))
-    ns, nx = release(sizes, sums, spec, rng)
-    assert ns.dtype == np.int64 and nx.dtype == np.int64  # what leaves the curator: integers
+    column, nx = release(sizes, sums, spec, rng)
+    assert column.dtype == np.int64 and nx.dtype == np.int64  # what leaves the curator: integers
+    ns = spec.sizes_of(column)
     assert abs(ns.mean() - 500) < 5 * ns.std() / np.sqrt(ns.size)
+    assert ns.var() == pytest.approx(spec.size_var, rel=0.03)
     np.testing.assert_allclose(nx.mean(0), [1000, -2000, 0], atol=5 * nx.std() / np.sqrt(nx.shape[0]))
     assert nx.std(0) / 2.0**spec.bits == pytest.approx(np.full(3, spec.sum_sd), rel=0.03)
 
@@ -84,21 +85,23 @@ def test_a_rounded_point_is_never_longer_than_the_sensitivity():
     assert r[0].tolist() == np.rint(far * 8).astype(int).tolist()  # the fallback: nearest
     assert r[1].tolist() == np.ceil(near * 8).astype(int).tolist()  # stochastic (all up), within the bound
     spec = calibrate(200, 1.0, 1e-6)
-    assert spec.sensitivity == 2.0**spec.bits + np.sqrt(200) / 2
+    assert spec.sensitivity == math.hypot(2.0**spec.bits + np.sqrt(200) / 2, spec.size_weight)  # and its size weight
 
 
 def test_a_release_of_several_units_sums_them_and_draws_its_size_once():
-    """A release of m units: the fixed-point sums m times over with m x shares Gaussian draws
-    (variance m x one unit's: sd / sqrt(m) on the sum's scale), the size one discrete Laplace at m
-    units' eps (variance ``size_var_at(m)``)."""
+    """A release of m units: the fixed-point sums and the weighted sizes m times over with m x shares
+    Gaussian draws per coordinate (variance m x one unit's: sd / sqrt(m) on the sum's scale, and
+    ``size_var_at(m)`` = size_var / m on the size's)."""
     spec = calibrate(3, 1.0, 1e-6, releases=4)
     sizes = np.full(40_000, 500, dtype=np.int64)
     sums = np.tile(np.array([1000, -2000, 0], dtype=np.int64), (40_000, 1))
-    ns, nx = release(sizes, sums, spec, np.random.default_rng(5), units=3)
+    column, nx = release(sizes, sums, spec, np.random.default_rng(5), units=3)
+    ns = spec.sizes_of(column, units=3)
+    assert abs(ns.mean() - 500) < 5 * ns.std() / np.sqrt(ns.size)
     np.testing.assert_allclose(nx.mean(0) / 3, [1000, -2000, 0], atol=5 * nx.std() / 3 / np.sqrt(nx.shape[0]))
     assert nx.std(0) / 3 / 2.0**spec.bits == pytest.approx(np.full(3, spec.sum_sd / np.sqrt(3)), rel=0.03)
     assert ns.var() == pytest.approx(spec.size_var_at(3), rel=0.05)
-    assert spec.size_var_at(3) < spec.size_var / 9 * 1.01  # one draw at 3 units' eps: less noise than three summed
+    assert spec.size_var_at(3) == pytest.approx(spec.size_var / 3)
 
 
 @pytest.mark.parametrize("units", [0, 5, True, 1.0])
@@ -120,8 +123,8 @@ def _wire(spec, present, runs, seed, units=1):
     (the farthest the sum can move) when ``present``. Codes: (size, sum bin)."""
     x = np.array([[0.3], [-0.2], [0.1]] + ([[1.0]] if present else []))
     sizes, sums = exact_parts(x, np.zeros(len(x), dtype=np.int64), 1, spec.bits, np.random.default_rng(seed))
-    ns, nx = release(np.repeat(sizes, runs), np.repeat(sums, runs, axis=0), spec, np.random.default_rng(seed), units)
-    return ns, nx[:, 0]
+    column, nx = release(np.repeat(sizes, runs), np.repeat(sums, runs, axis=0), spec, np.random.default_rng(seed), units)
+    return column, nx[:, 0]
 
 
 def _audit(spec, runs=200_000):
@@ -158,7 +161,7 @@ def test_the_audit_catches_a_release_run_at_three_times_its_epsilon():
     # A Gaussian's (eps, delta = 1e-6) loss sits in tails of mass ~delta that 2e5 runs
     # barely reach (the correct release measures ~0.45); at 3x eps the loss shows (~1.6).
     spec = calibrate(1, 1.0, 1e-6)
-    weak = type(spec)(spec.dim, spec.bits, (spec.size_scale[0] // 3, spec.size_scale[1]), max(1, spec.sigma_sq // 9),
+    weak = type(spec)(spec.dim, spec.bits, spec.size_weight, max(1, spec.sigma_sq // 9),
                       spec.shares, spec.clip, spec.epsilon, spec.delta)
     assert _audit(weak) > 1.0
 
@@ -177,14 +180,13 @@ def test_calibrate_rejects_invalid_parameter(dim, eps, delta, releases, match):
 @pytest.mark.parametrize("releases", [1, 2, 3, 7])
 @pytest.mark.parametrize("dim,eps,delta", [(2, 0.3, 5e-7), (16, 1.2, 5e-7), (100, 4.0, 1e-8)])
 def test_several_releases_spend_at_most_the_budget_together(dim, eps, delta, releases):
-    """The lift's steps share one budget: the sizes' exact Laplace eps times the releases plus
-    the sums' eps is <= eps exactly, and the sums' composed zCDP with every draw's tail spends
-    at most delta (``spent_delta`` recomputes it from the noise, not from the calibration)."""
+    """The lift's steps share one budget: the sizes and sums' composed zCDP, over d + 1
+    coordinates at the sensitivity of a point and its size weight, with every draw's tail spends at
+    most delta at eps (``spent_delta`` recomputes it from the noise, not from the calibration)."""
     spec = calibrate(dim, eps, delta, releases)
-    t, s = spec.size_scale
-    assert spec.releases == releases
-    assert Fraction(s, t) * releases <= Fraction(eps) * Fraction(SIZE_SHARE) * (1 + Fraction(1, 10**9))
-    assert spent_delta(spec) <= delta  # and it raises if sizes + sums spend more than eps, exactly
+    assert spec.releases == releases and spec.epsilon == eps
+    assert spec.sensitivity == pytest.approx(math.hypot(2.0**spec.bits + math.sqrt(dim) / 2, spec.size_weight))
+    assert spent_delta(spec) <= delta
 
 
 def test_releases_composed_in_zcdp_average_back_to_one_release_at_the_whole_budget():
@@ -221,3 +223,22 @@ def test_a_tiny_epsilon_coarsens_the_grid_so_the_draws_stay_few_and_the_budget_h
     fine, tiny = calibrate(40, 1.0, 5e-7), calibrate(40, 0.005, 5e-7)
     assert tiny.bits < fine.bits and tiny.shares <= MAX_SHARES
     assert spent_delta(tiny) <= 5e-7 * (1 + 1e-9)
+
+
+def test_a_spec_refuses_a_size_weight_below_one():
+    spec = calibrate(2, 1.0, 1e-6)
+    with pytest.raises(ConfigError, match="size_weight 0"):
+        type(spec)(spec.dim, spec.bits, 0, spec.sigma_sq, spec.shares, spec.clip, spec.epsilon, spec.delta)
+
+
+@pytest.mark.parametrize("dim", [2, 6, 16, 100])
+def test_the_size_weight_makes_a_unit_norm_mean_least_noisy(dim):
+    """A mean of norm 1 over m points has variance (d sd^2 + var(size)) / m^2 (``mean_variance``);
+    the weight c = d^(-1/4) (of 2^bits) minimises (1 + c^2)(d + 1 / c^2), the only part of it that
+    the weight moves (the sensitivity grows as sqrt(1 + c^2)): half or twice the weight is noisier."""
+    spec = calibrate(dim, 1.0, 1e-6, releases=4)
+    c = spec.size_weight / 2.0**spec.bits
+    assert c == pytest.approx(dim**-0.25, rel=0.01)
+    cost = lambda c: (1 + c * c) * (dim + 1 / (c * c))  # noqa: E731
+    assert cost(c) < cost(c / 2) and cost(c) < cost(2 * c)
+    assert spec.size_var == pytest.approx(spec.sum_sd**2 * 4.0**spec.bits / spec.size_weight**2)
