@@ -297,9 +297,9 @@ class CuratorEvent:
     """A central k-means run by a curator who sees the raw points: the greedy
     (eps, delta) by the named rule, the proxy counts (pure eps, discrete
     Laplace), the lift's (eps, delta) over all its ``lift_steps`` releases
-    (``NoisyAverageSpec`` with ``releases``: sizes pure eps, sums' zCDP
-    composed over the steps and converted once; the parts are disjoint, so a
-    step costs one part's budget). Basic composition over the parts;
+    (``NoisyAverageSpec`` with ``releases``: each part's sum and weighted
+    size one discrete Gaussian vector, its zCDP composed over the steps and
+    converted once; the parts are disjoint, so a step costs one part's budget). Basic composition over the parts;
     neighbours add or remove one point."""
 
     algorithm: str
