@@ -114,9 +114,8 @@ class NoisyAverageSpec:
 
     @property
     def sensitivity(self) -> float:
-        """L2 norm of what one point adds at most, in grid units: its rounded coordinates
-        (``fixed_point``) and its size weight."""
-        return math.hypot(2.0**self.bits + math.sqrt(self.dim) / 2, self.size_weight)
+        """L2 norm of what one point adds at most, in grid units (``point_sensitivity``)."""
+        return point_sensitivity(self.bits, self.dim, self.size_weight)
 
     @property
     def size_var(self) -> float:
@@ -146,6 +145,12 @@ class NoisyAverageSpec:
         return draws * (self.dim * self.sum_sd**2 / units + self.size_var_at(units)) / np.maximum(sizes, 1.0) ** 2
 
 
+def point_sensitivity(bits: int, dim: int, weight: int) -> float:
+    """L2 norm of what one point adds to its part's d + 1 integers at most, in grid units: its
+    rounded coordinates (``fixed_point``: at most 2^bits + sqrt(d) / 2) and its size weight."""
+    return math.hypot(2.0**bits + math.sqrt(dim) / 2, weight)
+
+
 def size_weight(bits: int, dim: int) -> int:
     """The size coordinate's weight, round(2^bits d^(-1/4)) >= 1 (module docstring: the weight that
     makes a mean of norm 1 least noisy)."""
@@ -165,7 +170,7 @@ def calibrate(dim: int, epsilon: float, delta: float, releases: int = 1) -> Nois
     rho = rho_for_tight(epsilon, vec_delta) / releases  # one release's share of the zCDP budget
 
     def sensitivity(bits: int) -> float:
-        return math.hypot(2.0**bits + math.sqrt(dim) / 2, size_weight(bits, dim))
+        return point_sensitivity(bits, dim, size_weight(bits, dim))
 
     # At a tiny eps the noise dwarfs any grid: a coarser one keeps the draws few (at most MAX_SHARES
     # per coordinate; rounding's sqrt(d) / 2 is in the sensitivity, so privacy holds at every bits).
