@@ -108,8 +108,9 @@ class Device:
     def withdraw(self, round_id: str) -> dict[str, int]:
         """Delete this device's point from a continual round's stream: the
         withdrawal sealed when the point was inserted (``client/kinds/continual.py``).
-        A second withdrawal of the same item is refused by the shuffler (it saw
-        those sealed bytes), and the curator applies an item's first deletion only."""
+        A second withdrawal resends the same sealed bytes: the shuffler answers
+        it as a duplicate and keeps it once, and the curator applies an item's
+        first deletion only."""
         message = self.ledger.withdrawal_for(round_id)
         if message is None:
             raise TransportError(f"this device inserted nothing it can withdraw from round {round_id}")

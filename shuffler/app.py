@@ -66,7 +66,7 @@ from shoal.common.services.group_commit import GroupCommit
 from shoal.common.services.http_edge import guard
 from shoal.common.wire.signing import TrustError, config_digest, verify_config
 from shoal.common.wire.transport import check_url, is_loopback_host
-from shoal.shuffler.buffer import Buffer
+from shoal.shuffler.buffer import Added, Buffer
 from shoal.shuffler.metrics import registry_for
 
 log = logging.getLogger("shoal.shuffler")
@@ -376,7 +376,7 @@ def create_app(settings: ShufflerSettings) -> FastAPI:
         log.warning("server identity pinned at first use: %s (kept in %s; a later identity is refused)",
                     settings.server_key, settings.db_path)
     forwarder = Forwarder(settings, buffer)
-    adder: GroupCommit[tuple[str, str, list[bytes], int], bool] = GroupCommit(buffer.add_many, name="buffer-commit")
+    adder: GroupCommit[tuple[str, str, list[bytes], int], Added] = GroupCommit(buffer.add_many, name="buffer-commit")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -448,9 +448,13 @@ def create_app(settings: ShufflerSettings) -> FastAPI:
                 f"config for round {round_id} is {allowed.digest[:16]}...; message refused"))
         if len(raws) != allowed.parts:
             raise HTTPException(status_code=422, detail=f"round {round_id} takes {allowed.parts} parts per device, got {len(raws)}")
-        if not await asyncio.wrap_future(adder.submit((round_id, x_device_token, raws, allowed.submissions))):
-            raise HTTPException(status_code=409, detail="this device (as often as the round allows), or this sealed message, was already submitted for this round")
-        return {"accepted": len(raws)}
+        added = await asyncio.wrap_future(adder.submit((round_id, x_device_token, raws, allowed.submissions)))
+        if added is Added.REFUSED:
+            raise HTTPException(status_code=409, detail="this device already submitted (as often as the round allows) "
+                                "for this round, or part of this submission was already submitted")
+        # a retry of exactly the sealed bytes already taken (its first answer was lost) is acknowledged, not
+        # stored twice: the same answer as the server's for a retried report id
+        return {"accepted": 0, "duplicates": len(raws)} if added is Added.HELD else {"accepted": len(raws), "duplicates": 0}
 
     def threshold_or_http(round_id: str) -> int:
         """The round's batch threshold, or the HTTP error that says why it is unknown."""

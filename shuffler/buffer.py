@@ -21,6 +21,7 @@ arrivals, which wait in ``pending`` for the next batch.
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import hmac
 import secrets
@@ -51,6 +52,14 @@ _SCHEMA = [
     # round's age limit, in case the round comes back (issue 45).
     "CREATE TABLE IF NOT EXISTS orphaned (round_id TEXT PRIMARY KEY, since REAL NOT NULL) WITHOUT ROWID",
 ]
+
+
+class Added(enum.Enum):
+    """What ``add_many`` did with one device's submission."""
+
+    BUFFERED = "buffered"  # stored durably by this transaction
+    HELD = "held"  # exactly these sealed bytes were already taken for the round (a retry whose answer was lost): kept once
+    REFUSED = "refused"  # the device used its submissions, or some (not all) of these parts were already taken
 
 
 _CHUNK = 10_000  # rows per multi-row INSERT (x 3 parameters: under SQLite's 32,766)
@@ -146,14 +155,16 @@ class Buffer:
             key = bytes(row[0])
         return hmac.new(key, token.encode(), hashlib.sha256).hexdigest()
 
-    def add_many(self, items: list[tuple[str, str, list[bytes], int]]) -> list[bool | BaseException]:
+    def add_many(self, items: list[tuple[str, str, list[bytes], int]]) -> list[Added | BaseException]:
         """Several devices' submissions in one transaction (one fsync); per item
-        (round, device token, parts, submissions the round allows a device),
-        True if buffered, False if that device already used its submissions
-        (or those exact sealed bytes came) for the round. A submission of
-        several parts (secure-sum shares) is buffered as that many messages,
-        all or none."""
-        out: list[bool | BaseException] = []
+        (round, device token, parts, submissions the round allows a device) what
+        became of it (``Added``). A resubmission of exactly the sealed bytes the
+        round already took is HELD, not refused: a device that retries after a
+        lost answer learns its message is stored, and it is stored once (the
+        direct report path counts a retried message id as a duplicate the same
+        way). A submission of several parts (secure-sum shares) is buffered as
+        that many messages, all or none."""
+        out: list[Added | BaseException] = []
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
@@ -162,8 +173,11 @@ class Buffer:
                     seen = self._conn.execute(
                         f"SELECT COUNT(*) FROM digests WHERE round_id = ? AND digest IN ({','.join('?' * len(digests))})",
                         (round_id, *digests)).fetchone()[0]
-                    if seen or len(set(digests)) != len(digests):
-                        out.append(False)
+                    if len(set(digests)) != len(digests) or 0 < seen < len(digests):
+                        out.append(Added.REFUSED)
+                        continue
+                    if seen:
+                        out.append(Added.HELD)
                         continue
                     for slot in range(submissions):  # the device's first free slot; slot 0 is the token itself
                         cur = self._conn.execute("INSERT OR IGNORE INTO members VALUES (?, ?)",
@@ -176,7 +190,7 @@ class Buffer:
                                             for v in (round_id, secrets.token_hex(16), dg, p)])
                         self._conn.execute("INSERT INTO digests VALUES " + ",".join(["(?, ?)"] * len(parts)),
                                            [v for dg in digests for v in (round_id, dg)])
-                    out.append(cur.rowcount == 1)
+                    out.append(Added.BUFFERED if cur.rowcount == 1 else Added.REFUSED)
                 self._conn.execute("COMMIT")
             except BaseException:
                 self._conn.execute("ROLLBACK")

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from shoal.shuffler.app import Forwarder, RoundRule, ShufflerSettings
-from shoal.shuffler.buffer import Buffer
+from shoal.shuffler.buffer import Added, Buffer
 
 SETTINGS = dict(server_url="http://127.0.0.1:9", token="sh-" + "y" * 20, enrol_token="en-" + "z" * 20,
                 server_key="sha256:" + "ab" * 32, max_round_age_seconds=3600.0, min_batch=1)
@@ -37,7 +37,7 @@ def forwarder(tmp_path):
     server = Server()
     fwd.http = httpx.Client(transport=httpx.MockTransport(server))
     fwd._rules["r1"] = RoundRule(min_messages=1, auto_release=True, parts=1, digest="d" * 64)
-    assert buffer.add_many([("r1", f"device-token-{i:04d}", [f"sealed-{i}".encode()], 1) for i in range(5)]) == [True] * 5
+    assert buffer.add_many([("r1", f"device-token-{i:04d}", [f"sealed-{i}".encode()], 1) for i in range(5)]) == [Added.BUFFERED] * 5
     return fwd, buffer, server
 
 

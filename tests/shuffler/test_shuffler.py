@@ -17,6 +17,7 @@ from shuffler_helpers import (
 )
 from tests_helpers import free_port, send_until_killed, stored_message_ids
 
+from shoal.client.device import Device
 from shoal.common.wire.signing import TrustError
 
 
@@ -58,9 +59,48 @@ def test_one_message_per_device_per_round(server, shuffler):
     url, _, _ = shuffler
     rid, sealed = _sealed_messages(server, 2)
     h = {"X-Device-Token": enrolled(url, server, 1)[0]}
-    assert httpx.post(url + f"/rounds/{rid}/messages", json=sealed.body(0), headers=h).status_code == 202
+    r = httpx.post(url + f"/rounds/{rid}/messages", json=sealed.body(0), headers=h)
+    assert r.status_code == 202 and r.json() == {"accepted": 1, "duplicates": 0}
     r = httpx.post(url + f"/rounds/{rid}/messages", json=sealed.body(1), headers=h)
     assert r.status_code == 409 and "already submitted" in r.text
+
+
+class _LosesFirstAnswer(httpx.HTTPTransport):
+    """Delivers every request, but drops the answer to the first sealed submission (a read timeout)."""
+
+    lost = 0
+
+    def handle_request(self, request):
+        response = super().handle_request(request)
+        if request.method == "POST" and request.url.path.endswith("/messages") and not self.lost:
+            self.lost += 1
+            response.read()
+            raise httpx.ReadTimeout("answer lost", request=request)
+        return response
+
+
+def test_a_device_whose_first_answer_is_lost_retries_and_learns_its_message_is_stored(server, shuffler, tmp_path):
+    url, db, _ = shuffler
+    rid, _ = _sealed_messages(server, 1, min_batch=25)
+    pin = httpx.get(server.url + "/server-key").json()["fingerprint"]
+    transport = _LosesFirstAnswer()
+    with httpx.Client(transport=transport, timeout=30) as http:
+        device = Device(server.url, tmp_path / "ledger.json", server_key=pin, client=http, shuffler_url=url,
+                        device_token=enrolled(url, server, 1)[0], backoff=0.01)
+        assert device.participate(rid, [0.1, 0.2, 0.3]) == {"accepted": 0, "duplicates": 1}
+    assert transport.lost == 1 and _buffered(db) == 1
+
+
+def test_a_retry_of_a_stored_message_is_acknowledged_as_a_duplicate_and_kept_once(server, shuffler):
+    # A device whose first answer was lost (a timeout under load) resends the same sealed bytes:
+    # it must learn they are stored (2xx), not fail on a 409, and the batch must hold them once.
+    url, db, _ = shuffler
+    rid, sealed = _sealed_messages(server, 2)
+    h = {"X-Device-Token": enrolled(url, server, 1)[0]}
+    assert httpx.post(url + f"/rounds/{rid}/messages", json=sealed.body(0), headers=h).status_code == 202
+    r = httpx.post(url + f"/rounds/{rid}/messages", json=sealed.body(0), headers=h)
+    assert r.status_code == 202 and r.json() == {"accepted": 0, "duplicates": 1}
+    assert _buffered(db) == 1
     assert httpx.post(url + f"/rounds/{rid}/messages", json=sealed.body(1)).status_code == 401
 
 
