@@ -144,6 +144,12 @@ def build_parser(verb: str) -> argparse.ArgumentParser:
     b.add_argument("--ns", default=None, help="paper generator sizes (default 10000,100000,1000000)")
     b.add_argument("--eps", default=None, help="default 1,2,4,8 (--model central: 0.5,1,4)")
     b.add_argument("--seeds", type=int, default=3)
+    b.add_argument("--draws", type=int, default=1,
+                   help="--model central / shuffle: runs per data seed and cell, draw r with seed s + 1000 r "
+                        "(means over seeds x draws, min-max over the runs)")
+    b.add_argument("--sets", default=None,
+                   help="--model central / shuffle: only these data sets (central: paper,balcan,overlap,uber,letter; "
+                        "shuffle: paper,overlap,uber,letter)")
     b.add_argument("--encoders", default="lsh,nettree,auto",
                    help="auto's rows reuse the run of the encoder auto picks (same config and seeds: the same answer), "
                         "compared with the better of the others")

@@ -9,6 +9,13 @@ and both algorithms by name), Google's central LSH clustering
 bounds: the bound's image in the ball). Either is skipped, saying so, when it
 cannot be imported; none of their code is in shoal.
 
+``--draws R`` runs every method R times per data seed, draw r with run seed
+s + 1000 r (shoal's public seed, Google's numpy seed, diffprivlib's
+random_state; shoal's private noise is OS entropy on every run): a cell's
+mean is over seeds x draws and the table states the runs' min-max, so two
+methods whose means differ by less than one run's spread can be told apart
+by more draws, not by rerunning. ``--sets`` runs a subset of the cases.
+
 Every run is its own process (spawned), so its peak RSS is its own: it
 loads the dataset, keeps only its points in the unit ball, runs one method
 and reports objective, seconds and the peak RSS while the method ran (its
@@ -42,6 +49,22 @@ from shoal.deploy.simulation.simulate import peak_rss_mb
 
 DELTA = 1e-6
 METHODS = ("shoal", "shoal-000", "shoal-003", "google", "diffprivlib")  # shoal: auto (gridhist above d')
+SETS = ("paper", "balcan", "overlap", "uber", "letter")
+DRAW_STRIDE = 1000  # draw r of data seed s runs with seed s + DRAW_STRIDE r (draw 0: the seed itself)
+
+
+def run_seed(seed: int, draw: int) -> int:
+    """The seed of draw ``draw`` on data seed ``seed``: the data stay those of ``seed``."""
+    return seed + DRAW_STRIDE * draw
+
+
+def chosen_sets(text: str | None) -> list[str]:
+    """The ``--sets`` list (default all), refusing an unknown name with the known ones."""
+    names = [s.strip() for s in (text or ",".join(SETS)).split(",") if s.strip()]
+    unknown = [s for s in names if s not in SETS]
+    if unknown or not names:
+        raise ValueError(f"--sets: unknown {', '.join(unknown) or '(none given)'}; known: {', '.join(SETS)}")
+    return names
 
 
 def _dataset(name: str, n: int, seed: int, data_dir: Path, smoke: bool) -> Dataset:
@@ -56,20 +79,22 @@ def _dataset(name: str, n: int, seed: int, data_dir: Path, smoke: bool) -> Datas
 
 
 def run_method(method: str, name: str, n: int, seed: int, eps: float, data_dir: str, google: str | None,
-         smoke: bool) -> dict[str, Any]:
-    """One method on one dataset, in a fresh process (its peak RSS is its own)."""
+               smoke: bool, draw: int = 0) -> dict[str, Any]:
+    """One method on one dataset (drawn with ``seed``), its randomness from ``run_seed(seed, draw)``,
+    in a fresh process (its peak RSS is its own)."""
     from shoal.server.decoders.kmeans import kmeans_cost
 
     ds = _dataset(name, n, seed, Path(data_dir), smoke)
     x = ds.bound.to_ball(ds.points)
     ds = Dataset(ds.name, x[:0], ds.k, ds.bound)  # only the ball points stay
+    rs = run_seed(seed, draw)
     _reset_peak()
     t = time.perf_counter()
     if method.startswith("shoal"):
         from shoal.deploy.notebook.central import fit
 
         algorithm = {"shoal": "auto", "shoal-000": "maxcover-000", "shoal-003": "maxcover-003"}[method]
-        res = fit(x, ds.k, eps, DELTA, 1.0, algorithm=algorithm, n_expected=len(x), seed=seed)
+        res = fit(x, ds.k, eps, DELTA, 1.0, algorithm=algorithm, n_expected=len(x), seed=rs)
         centers, chose = res.centers, res.privacy["algorithm"]
     elif method == "google":
         if google:
@@ -78,7 +103,7 @@ def run_method(method: str, name: str, n: int, seed: int, eps: float, data_dir: 
 
         data = clustering_params.Data(x, radius=1.0)
         param = clustering_params.DifferentialPrivacyParam(epsilon=eps, delta=DELTA)
-        np.random.seed(seed)  # noqa: NPY002 (Google's code draws from numpy's global generator)
+        np.random.seed(rs)  # noqa: NPY002 (Google's code draws from numpy's global generator)
         centers, chose = np.asarray(clustering_algorithm.private_lsh_clustering(ds.k, data, param).centers), "lsh"
     else:
         from diffprivlib.models import KMeans
@@ -86,11 +111,11 @@ def run_method(method: str, name: str, n: int, seed: int, eps: float, data_dir: 
         # Per-feature bounds of the ball's points: the box's image, or [-1, 1] for a radius.
         lo, hi = ((ds.bound.to_ball(np.array([ds.bound.low, ds.bound.high]))) if ds.bound.low is not None
                   else (-np.ones(x.shape[1]), np.ones(x.shape[1])))
-        km = KMeans(n_clusters=ds.k, epsilon=eps, bounds=(lo, hi), random_state=seed).fit(x)
+        km = KMeans(n_clusters=ds.k, epsilon=eps, bounds=(lo, hi), random_state=rs).fit(x)
         centers, chose = km.cluster_centers_, "kmeans"
     seconds = time.perf_counter() - t
     return {"dataset": name, "n": len(x), "d": x.shape[1], "k": ds.k, "method": method, "algorithm": chose,
-            "seed": seed, "eps": eps, "delta": DELTA if method != "diffprivlib" else 0.0,
+            "seed": seed, "draw": draw, "run_seed": rs, "eps": eps, "delta": DELTA if method != "diffprivlib" else 0.0,
             "normalized_objective": kmeans_cost(x, np.asarray(centers, dtype=np.float64)) / len(x),
             "seconds": seconds, "peak_rss_mb": _peak_mb()}
 
@@ -144,15 +169,26 @@ def run_central_bench(args: argparse.Namespace) -> int:
     epss = [float(v) for v in (args.eps or "0.5,1,4").split(",")]
     ns = [int(v) for v in (args.ns or "10000,100000,1000000").split(",")]
     seeds = list(range(max(1, int(args.seeds))))
+    draws = int(getattr(args, "draws", 1))
+    try:
+        if draws < 1:
+            raise ValueError(f"--draws must be >= 1, got {draws}")
+        sets = chosen_sets(getattr(args, "sets", None))
+    except ValueError as exc:
+        print(f"shoal bench: {exc}", file=sys.stderr)
+        return 2
     cases: list[tuple[str, int]] = [("paper", n) for n in ns] + [("balcan", 50_000), ("overlap", 23_000)]
     for name in ("uber", "letter"):
+        if name not in sets:
+            continue
         try:
             _dataset(name, 0, 0, args.data_dir, True)
             cases.append((name, 0))
         except FileNotFoundError:
             print(f"shoal bench: {name} not found under {args.data_dir}: skipped")
+    cases = [(name, n) for name, n in cases if name in sets]
     if args.smoke:
-        cases, epss, seeds = [("paper", 3000), ("balcan", 0)], [1.0], [0]
+        cases, epss, seeds = [(name, n) for name, n in ([("paper", 3000), ("balcan", 0)]) if name in sets], [1.0], [0]
     methods = []
     for m in METHODS:
         why = unavailable(m, google)
@@ -160,7 +196,8 @@ def run_central_bench(args: argparse.Namespace) -> int:
             print(f"shoal bench: {m} skipped: {why}")
         else:
             methods.append(m)
-    header = (f"machine: {machine()}; seeds {','.join(map(str, seeds))} (means; generated sets are redrawn per seed); "
+    header = (f"machine: {machine()}; seeds {','.join(map(str, seeds))} x {draws} draw(s) (means over seeds x draws, "
+              f"min-max over those runs; generated sets are redrawn per seed, draw r runs with seed s + {DRAW_STRIDE} r); "
               f"delta={DELTA:g} (diffprivlib: pure eps); every run its own process (peak RSS: while the method ran, "
               "its input resident); "
               "shoal = fit with the default rule (kinds.central.choose_algorithm)")
@@ -173,15 +210,17 @@ def run_central_bench(args: argparse.Namespace) -> int:
             with ProcessPoolExecutor(1, mp_context=ctx) as pool:
                 refs[(name, n, seed)] = pool.submit(_reference, name, n, seed, str(args.data_dir), args.smoke).result()
             for eps in epss:
-                for m in methods:
-                    with ProcessPoolExecutor(1, mp_context=ctx) as pool:  # a fresh process per run
-                        r = pool.submit(run_method, m, name, n, seed, eps, str(args.data_dir), google, args.smoke).result()
-                    r.update(refs[(name, n, seed)])
-                    rows.append(r)
-                    print(f"  seed {seed} {name:7s} n={r['n']} eps={eps:g} {m:11s} {r['algorithm']:13s} "
-                          f"obj={r['normalized_objective']:.4g} (nonpriv {r['nonprivate_objective']:.3g}, one center "
-                          f"{r['trivial_objective']:.3g}) {r['seconds']:.1f}s {r['peak_rss_mb']:.0f}MB", flush=True)
-    write_results(out, "central", _table(rows, methods, header), {"delta": DELTA, "rows": rows})
+                for draw in range(draws):
+                    for m in methods:
+                        with ProcessPoolExecutor(1, mp_context=ctx) as pool:  # a fresh process per run
+                            r = pool.submit(run_method, m, name, n, seed, eps, str(args.data_dir), google, args.smoke,
+                                            draw).result()
+                        r.update(refs[(name, n, seed)])
+                        rows.append(r)
+                        print(f"  seed {seed} draw {draw} {name:7s} n={r['n']} eps={eps:g} {m:11s} {r['algorithm']:13s} "
+                              f"obj={r['normalized_objective']:.4g} (nonpriv {r['nonprivate_objective']:.3g}, one center "
+                              f"{r['trivial_objective']:.3g}) {r['seconds']:.1f}s {r['peak_rss_mb']:.0f}MB", flush=True)
+    write_results(out, "central", _table(rows, methods, header), {"delta": DELTA, "draws": draws, "rows": rows})
     _plot(rows, methods, out)
     print(f"shoal bench: wrote {out / 'central.md'}, central.json and central.png")
     return 0
@@ -189,9 +228,9 @@ def run_central_bench(args: argparse.Namespace) -> int:
 
 def _table(rows: list[dict[str, Any]], methods: list[str], header: str) -> str:
     lines = [f"# shoal bench --model central\n\n{header}\n",
-             "| dataset | n | d | k | eps | " + " | ".join(methods) + " | shoal chose | shoal / best other | "
+             "| dataset | n | d | k | eps | " + " | ".join(methods) + " | shoal min-max | shoal chose | shoal / best other | "
              "non-private | one center | seconds (" + ", ".join(methods) + ") | peak RSS MB (same order) |",
-             "|---" * (10 + len(methods)) + "|"]
+             "|---" * (11 + len(methods)) + "|"]
     for name, n in dict.fromkeys((r["dataset"], r["n"]) for r in rows):
         for eps in sorted({r["eps"] for r in rows}):
             cell = {m: [r for r in rows if (r["dataset"], r["n"], r["eps"], r["method"]) == (name, n, eps, m)]
@@ -208,11 +247,19 @@ def _table(rows: list[dict[str, Any]], methods: list[str], header: str) -> str:
             lines.append(
                 f"| {name} | {n} | {first['d']} | {first['k']} | {eps:g} | "
                 + " | ".join(f"{mean(cell[m]):.4g}" for m in methods)
-                + f" | {cell['shoal'][0]['algorithm'] if cell.get('shoal') else '-'} | {ratio} | "
+                + f" | {_spread(cell.get('shoal', []))} | {cell['shoal'][0]['algorithm'] if cell.get('shoal') else '-'} | {ratio} | "
                 f"{mean(cell[methods[0]], 'nonprivate_objective'):.3g} | {mean(cell[methods[0]], 'trivial_objective'):.3g} | "
                 + ", ".join(f"{mean(cell[m], 'seconds'):.1f}" for m in methods) + " | "
                 + ", ".join(f"{max(r['peak_rss_mb'] for r in cell[m]):.0f}" for m in methods) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _spread(rows: list[dict[str, Any]]) -> str:
+    """The min-max of a cell's runs' objectives ("-" for none)."""
+    if not rows:
+        return "-"
+    values = [r["normalized_objective"] for r in rows]
+    return f"{min(values):.4g}-{max(values):.4g}"
 
 
 def _plot(rows: list[dict[str, Any]], methods: list[str], out: Path) -> None:

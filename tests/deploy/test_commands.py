@@ -201,9 +201,32 @@ def test_shuffle_bench_smoke_compares_the_three_variants(tmp_path, capsys):
     assert main(["bench", "--model", "shuffle", "--smoke", "--out", str(tmp_path), "--data-dir", str(tmp_path / "none")]) == 0
     out = capsys.readouterr().out
     assert "delta=1e-06" in out and "machine:" in out
-    for variant in ("local ", "shuffle ", "shuffle+refine "):
+    for variant in ("local ", "shuffle ", "shuffle+refine ", "central "):
         assert variant in out
     assert "refine gets kinds.refine.refine_share's rule" in out
+
+
+def test_shuffle_bench_runs_each_draw_with_its_own_seed_on_the_same_data(tmp_path, capsys):
+    assert main(["bench", "--model", "shuffle", "--smoke", "--draws", "2", "--sets", "paper", "--out", str(tmp_path),
+                 "--data-dir", str(tmp_path / "none")]) == 0
+    out = capsys.readouterr().out
+    runs = [line for line in out.splitlines() if line.startswith("  seed ")]
+    assert "seeds 0 x 2 draw(s)" in out and any(line.startswith("  seed 0 draw 1 paper") for line in runs)
+    assert not [line for line in runs if "overlap" in line]  # left out by --sets
+
+
+@pytest.mark.parametrize("flag, value, needle", [("--draws", "0", "--draws must be >= 1, got 0"),
+                                                 ("--sets", "paper,moons", "--sets: unknown moons; known: paper, overlap")])
+def test_shuffle_bench_refuses_a_bad_draws_or_sets(tmp_path, capsys, flag, value, needle):
+    assert main(["bench", "--model", "shuffle", "--smoke", flag, value, "--out", str(tmp_path)]) == 2
+    assert needle in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag, value, needle", [("--draws", "0", "--draws must be >= 1, got 0"),
+                                                 ("--sets", "moons", "--sets: unknown moons; known: paper, balcan")])
+def test_central_bench_refuses_a_bad_draws_or_sets(tmp_path, capsys, flag, value, needle):
+    assert main(["bench", "--model", "central", "--smoke", flag, value, "--out", str(tmp_path)]) == 2
+    assert needle in capsys.readouterr().err
 
 
 def test_central_bench_smoke_runs_shoal_and_says_which_baseline_it_skipped(tmp_path, capsys):
@@ -216,6 +239,18 @@ def test_central_bench_smoke_runs_shoal_and_says_which_baseline_it_skipped(tmp_p
         assert method in out
     table = (out_dir / "central.md").read_text()
     assert "| paper | 3000 | 100 | 8 | 1 |" in table and (out_dir / "central.png").exists()
+
+
+def test_central_bench_draws_are_runs_of_their_own_on_one_seeds_data(tmp_path, capsys):
+    out_dir = tmp_path / "out"
+    assert main(["bench", "--model", "central", "--smoke", "--draws", "2", "--sets", "paper", "--out", str(out_dir),
+                 "--data-dir", str(tmp_path / "none")]) == 0
+    rows = json.loads((out_dir / "central.json").read_text())["rows"]
+    shoal = [r for r in rows if r["method"] == "shoal"]
+    assert [(r["seed"], r["draw"], r["run_seed"]) for r in shoal] == [(0, 0, 0), (0, 1, 1000)]
+    assert {r["dataset"] for r in rows} == {"paper"}  # balcan left out by --sets
+    lo, hi = sorted(r["normalized_objective"] for r in shoal)
+    assert f"| {lo:.4g}-{hi:.4g} |" in (out_dir / "central.md").read_text()
 
 
 def test_shuffle_bench_takes_the_refine_share_and_refuses_one_outside_0_1(tmp_path, capsys):
