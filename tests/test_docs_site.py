@@ -93,3 +93,20 @@ def test_every_nav_page_exists():
 
     missing = [p for p in pages(nav) if not (ROOT / "docs" / p).exists()]
     assert not missing, missing
+
+
+def test_every_table_on_a_page_has_its_header_separator():
+    # A table whose |---| row was lost renders as one run-on paragraph, which mkdocs --strict does not flag
+    # (docs/benchmarks/central.md's results table did, 2026-11-28).
+    broken = []
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        lines = page.read_text().splitlines()
+        for i, line in enumerate(lines):
+            starts = line.startswith("| ") and (i == 0 or not lines[i - 1].startswith("|"))
+            if starts and not (i + 1 < len(lines) and re.match(r"^\|\s*:?-{3,}", lines[i + 1])):
+                broken.append(f"{page.relative_to(ROOT)}:{i + 1}")
+            if starts and i + 1 < len(lines) and lines[i + 1].startswith("|-"):
+                head, sep = line.strip().strip("|").split("|"), lines[i + 1].strip().strip("|").split("|")
+                if len(head) != len(sep):
+                    broken.append(f"{page.relative_to(ROOT)}:{i + 1} ({len(head)} columns, separator {len(sep)})")
+    assert not broken, broken

@@ -230,7 +230,7 @@ def _table(rows: list[dict[str, Any]], methods: list[str], header: str) -> str:
     lines = [f"# shoal bench --model central\n\n{header}\n",
              "| dataset | n | d | k | eps | " + " | ".join(methods) + " | shoal min-max | shoal chose | shoal / best other | "
              "non-private | one center | seconds (" + ", ".join(methods) + ") | peak RSS MB (same order) |",
-             "|---" * (11 + len(methods)) + "|"]
+             "|---" * (12 + len(methods)) + "|"]
     for name, n in dict.fromkeys((r["dataset"], r["n"]) for r in rows):
         for eps in sorted({r["eps"] for r in rows}):
             cell = {m: [r for r in rows if (r["dataset"], r["n"], r["eps"], r["method"]) == (name, n, eps, m)]

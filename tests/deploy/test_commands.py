@@ -250,7 +250,10 @@ def test_central_bench_draws_are_runs_of_their_own_on_one_seeds_data(tmp_path, c
     assert [(r["seed"], r["draw"], r["run_seed"]) for r in shoal] == [(0, 0, 0), (0, 1, 1000)]
     assert {r["dataset"] for r in rows} == {"paper"}  # balcan left out by --sets
     lo, hi = sorted(r["normalized_objective"] for r in shoal)
-    assert f"| {lo:.4g}-{hi:.4g} |" in (out_dir / "central.md").read_text()
+    table = (out_dir / "central.md").read_text()
+    assert f"| {lo:.4g}-{hi:.4g} |" in table
+    header, separator = [line for line in table.splitlines() if line.startswith("|")][:2]
+    assert header.count("|") == separator.count("|")  # a separator short of a column breaks the table
 
 
 def test_shuffle_bench_takes_the_refine_share_and_refuses_one_outside_0_1(tmp_path, capsys):
