@@ -58,12 +58,12 @@ def run_seed(seed: int, draw: int) -> int:
     return seed + DRAW_STRIDE * draw
 
 
-def chosen_sets(text: str | None) -> list[str]:
-    """The ``--sets`` list (default all), refusing an unknown name with the known ones."""
-    names = [s.strip() for s in (text or ",".join(SETS)).split(",") if s.strip()]
-    unknown = [s for s in names if s not in SETS]
+def chosen_sets(text: str | None, known: tuple[str, ...] = SETS) -> list[str]:
+    """The ``--sets`` list (default all of ``known``), refusing an unknown name with the known ones."""
+    names = [s.strip() for s in (text or ",".join(known)).split(",") if s.strip()]
+    unknown = [s for s in names if s not in known]
     if unknown or not names:
-        raise ValueError(f"--sets: unknown {', '.join(unknown) or '(none given)'}; known: {', '.join(SETS)}")
+        raise ValueError(f"--sets: unknown {', '.join(unknown) or '(none given)'}; known: {', '.join(known)}")
     return names
 
 

@@ -45,7 +45,7 @@ import numpy as np
 from shoal.common.kinds.encoder_rule import EncoderChoice
 from shoal.common.kinds.refine import REFINE_DELTA_SHARE
 from shoal.common.kinds.refine import refine_share as share_rule
-from shoal.deploy.bench.central import run_method, run_seed, unavailable
+from shoal.deploy.bench.central import chosen_sets, run_method, run_seed, unavailable
 from shoal.deploy.bench.results import machine, write_results
 from shoal.deploy.simulation.datasets import (
     Dataset,
@@ -176,12 +176,12 @@ def run_shuffle_bench(args: argparse.Namespace) -> int:
     ns = [int(float(v)) for v in args.ns.split(",") if float(v) > 0] if getattr(args, "ns", None) else [1_000_000]
     seeds = list(range(max(1, int(getattr(args, "seeds", 1)))))
     draws = int(getattr(args, "draws", 1))
-    names_asked = [s.strip() for s in (getattr(args, "sets", None) or ",".join(SHUFFLE_SETS)).split(",") if s.strip()]
-    unknown = [s for s in names_asked if s not in SHUFFLE_SETS]
-    if draws < 1 or unknown or not names_asked:
-        why = (f"--draws must be >= 1, got {draws}" if draws < 1 else
-               f"--sets: unknown {', '.join(unknown) or '(none given)'}; known: {', '.join(SHUFFLE_SETS)}")
-        print(f"shoal bench: {why}", file=sys.stderr)
+    try:
+        if draws < 1:
+            raise ValueError(f"--draws must be >= 1, got {draws}")
+        names_asked = chosen_sets(getattr(args, "sets", None), SHUFFLE_SETS)
+    except ValueError as exc:
+        print(f"shoal bench: {exc}", file=sys.stderr)
         return 2
     if args.smoke:
         ns, epss, seeds = [5000], [1.0], [0]
