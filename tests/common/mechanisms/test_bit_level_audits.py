@@ -114,26 +114,34 @@ def test_the_wire_audit_catches_floating_point_privunit(eps):
 
 # -- whole tree messages (OLH + codebook PrivUnit) ----------------------------------------------
 
-def _message_codes(batch, cfg, point):
-    """Replay for candidate raw ``point``: did the histogram report keep its bucket,
-    and is the vector index in the cap of +-(Hadamard sign x direction)?"""
-    x = cfg.bound.to_ball(point[None, :])
+def _message_codes(batch, cfg, points):
+    """Replay for each candidate raw point h (h-th 4 bits of the code): did the
+    histogram report keep its bucket, and is the vector index in the cap of
+    +-(Hadamard sign x direction)? Bit 4 h + 3: a root device. Every
+    hypothesis' caps in one pass over the messages' candidates."""
     space = node_space(cfg)
     public = PublicRandomness.from_config(cfg)
-    paths = space.paths(x)
-    keys = np.array([space.keys(j, paths[j])[0] for j in range(cfg.levels + 1)], dtype=np.uint64)
     root = batch.vec_level == 0  # a root device: its root report alone, at the full epsilon
-    hit = bucket_hash(public.hist_seeds[batch.hist_seed], keys[batch.hist_level], cfg.hist_params.buckets)
-    code = np.where(root, 0, batch.hist_bucket == hit).astype(np.int64)
-    cols = (keys[batch.vec_level] >> np.uint64(64 - cfg.vec_columns_log2)).astype(np.int64)
-    sign = hadamard_sign(batch.vec_row, cols)
-    norm = np.linalg.norm(x)
-    u = x[0] / norm if norm > 0 else _unit(cfg.dim)
-    dirs = np.stack([sign[:, None] * u[None, :], -sign[:, None] * u[None, :]], axis=1)
-    member = np.zeros((len(batch), 2), dtype=np.int64)
+    code = np.zeros(len(batch), dtype=np.int64)
+    dirs = []
+    for h, point in enumerate(points):
+        x = cfg.bound.to_ball(point[None, :])
+        paths = space.paths(x)
+        keys = np.array([space.keys(j, paths[j])[0] for j in range(cfg.levels + 1)], dtype=np.uint64)
+        hit = bucket_hash(public.hist_seeds[batch.hist_seed], keys[batch.hist_level], cfg.hist_params.buckets)
+        code += np.where(root, 0, batch.hist_bucket == hit).astype(np.int64) << (4 * h)
+        cols = (keys[batch.vec_level] >> np.uint64(64 - cfg.vec_columns_log2)).astype(np.int64)
+        sign = hadamard_sign(batch.vec_row, cols)
+        norm = np.linalg.norm(x)
+        u = x[0] / norm if norm > 0 else _unit(cfg.dim)
+        dirs += [sign[:, None] * u[None, :], -sign[:, None] * u[None, :]]
+    dirs = np.stack(dirs, axis=1)
+    member = np.zeros((len(batch), dirs.shape[1]), dtype=np.int64)
     for sel, params in ((root, cfg.root_params), (~root, cfg.vec_params)):
         member[sel] = cap_members(batch.vec_nonce[sel], batch.vec_index[sel], dirs[sel], params, public.vec_key)
-    return code + 2 * member[:, 0] + 4 * member[:, 1] + 8 * root
+    for h in range(len(points)):
+        code += (2 * member[:, 2 * h] + 4 * member[:, 2 * h + 1] + 8 * root) << (4 * h)
+    return code
 
 
 BOX = PublicBound(low=(-1.0,) * 4, high=(1.0,) * 4)
@@ -155,7 +163,7 @@ def test_tree_message_is_eps_ldp_on_the_wire(encoder, eps, pair):
     codes = []
     for i, p in enumerate((p1, p2)):
         batch = encode_arrays(np.repeat(p[None, :], SAMPLES, axis=0), cfg, np.random.default_rng(10 + i))
-        codes.append(_message_codes(batch, cfg, p1) + 16 * _message_codes(batch, cfg, p2))
+        codes.append(_message_codes(batch, cfg, (p1, p2)))
     c1, c2 = joint_counts(*codes)
     assert cfg.device_epsilon <= eps
     assert simultaneous_lower_bound(c1, c2) <= eps
