@@ -30,11 +30,8 @@ lint: $(VENV)/.installed
 
 # pytest (with the browser round, tests/clients/js), then the TypeScript device's own tests (tsc strict,
 # every conformance vector in Node and in chromium) when its packages are installed (cd clients/js && npm ci).
-# --dist worksteal: a worker that runs out of tests takes pending ones from the other, so the suite's last
-# minutes are not one worker finishing its share of long tests alone (tests run 1,620 s on 2 workers with
-# ~930 s of wall under the default "load" scheduling, 2026-11-28).
 test: lint
-	$(PY) -m pytest -n 2 --dist worksteal --durations=25
+	$(PY) -m pytest -n 2 --durations=25
 	@if command -v npm >/dev/null && [ -d clients/js/node_modules ]; then cd clients/js && npm test; \
 	else echo "make test: the TypeScript device's tests were not run (cd clients/js && npm ci && npm run build)"; fi
 
