@@ -12,15 +12,18 @@ d = 100: Var(0.5) = 2510 against 2 Var(1) = 1263; OLH 15.7 against 7.4).
 
 No wire change is needed to measure it: the decoder's oracles scale every
 level's estimate by n / (reports at that level), hist and vec separately
-(``server/decoders/tree/oracles.py``), so n_t devices that each send both
-reports at the full eps (a round of 2 eps, ``vec_share`` 0.5) give the same
-noise in every node count and vector sum as 2 n_t devices that each send
-one. The emulation: of the shipped config's (n, root_share) tree devices
-take n_t = half, and m root devices with the shipped root mean's noise
-(m = root devices x Var(2 eps) / Var(eps)); the same levels. Paper
-generator: n_t + m points of the same mixture (its centers depend on the
-seed only); real data: a random subset of n_t + m rows per seed, the answer
-scored on every row. "base" is the shipped round (``derive_config``).
+(``server/decoders/tree/oracles.py``), so the noise of a node's count and
+vector sum depends only on how many reports of that kind it has and at what
+eps. With a share h of the tree devices sending only the histogram report
+and the rest only the vector report: the emulation takes the (1 - h) n_t
+vector devices and has each of them also send a histogram report at the eps'
+whose OLH variance is (1 - h) / h times that at eps (``matched_hist_epsilon``;
+eps' = eps at h = 1/2): a round of eps + eps' with ``vec_share`` eps / (eps +
+eps'), the shipped levels, and m root devices with the shipped root mean's
+noise (m = root devices x Var(eps + eps') / Var(eps)). Paper generator:
+(1 - h) n_t + m points of the same mixture (its centers depend on the seed
+only); real data: a random subset of that many rows per seed, the answer
+scored on every row. "shipped" is the shipped round (``derive_config``).
 
     python tests/bench/split_reports.py --data-dir ../shared/data --out tests/bench/results/split_reports.md
 """
@@ -40,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from shoal.common.kinds.tree import derive_config
+from shoal.common.mechanisms.local_hashing import LocalHashingParams, optimal_buckets
 from shoal.common.mechanisms.privunit import PrivUnitParams
 from shoal.deploy.simulation.datasets import Dataset, load_letter, paper_mixture, skewed_box
 from shoal.deploy.simulation.simulate import simulate
@@ -62,29 +66,53 @@ def _data(name: str, n: int, seed: int, data_dir: Path) -> Dataset:
     return skewed_box(50_000, d=7, k=10, seed=0)
 
 
-def run(name: str, n: int, k: int, eps: float, data_seed: int, seed: int, data_dir: Path) -> dict[str, Any]:
-    """The shipped round and its one-report-per-device emulation on the same data; k-means cost / rows."""
+def matched_hist_epsilon(eps: float, share: float) -> float:
+    """The eps' at which one OLH report has ``(1 - share) / share`` times the variance of one at ``eps``:
+    the histogram that (1 - share) devices send at eps' has the noise of ``share`` devices' at eps."""
+    if share == 0.5:
+        return eps
+
+    def variance(e: float) -> float:
+        return LocalHashingParams(e, optimal_buckets(e), 1024).per_report_variance()
+
+    target, lo, hi = variance(eps) * (1 - share) / share, 1e-3, 20.0
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if variance(mid) > target else (lo, mid)
+    return hi
+
+
+def run(name: str, n: int, k: int, eps: float, data_seed: int, seed: int, data_dir: Path,
+        shares: tuple[float, ...]) -> dict[str, Any]:
+    """The shipped round and, per histogram-only share h, its one-report-per-device emulation on the same
+    data: the (1 - h) n_t vector devices each also send a histogram report at ``matched_hist_epsilon``;
+    k-means cost / rows."""
     ds = _data(name, n, data_seed, data_dir)
     x = ds.points
     rows, d = x.shape
     base = derive_config(rows, d, k, eps, encoder="auto", seed=seed)
     shipped = simulate(x, k, eps, encoder=base.encoder, bound=ds.bound, seed=seed, reference=False)
-    tree = int((rows - base.root_share * rows) / 2)
-    ratio = PrivUnitParams.calibrate(d, 2 * eps).expected_sq_norm / PrivUnitParams.calibrate(d, eps).expected_sq_norm
-    m = int(round(base.root_share * rows * ratio))
-    if name == "paper":
-        sub = paper_mixture(tree + m, seed=data_seed).points
-    else:
-        sub = x[np.random.default_rng([seed, 99]).permutation(rows)[: tree + m]]
-    split = simulate(sub, k, 2 * eps, encoder=base.encoder, bound=ds.bound, seed=seed, reference=False,
-                     vec_share=0.5, root_share=m / (tree + m), levels=base.levels)
     xb = ds.bound.to_ball(x)
 
     def cost(out: dict[str, Any]) -> float:
         return float(kmeans_cost(xb, ds.bound.to_ball(np.asarray(out["centers"])))) / rows
 
-    return {"base": cost(shipped), "split": cost(split), "one": float(kmeans_cost(xb, xb.mean(0, keepdims=True))) / rows,
-            "encoder": base.encoder, "d": d, "rows": rows}
+    out = {"base": cost(shipped), "one": float(kmeans_cost(xb, xb.mean(0, keepdims=True))) / rows,
+           "encoder": base.encoder, "d": d, "rows": rows}
+    for share in shares:
+        eps_hist = matched_hist_epsilon(eps, share)
+        total = eps + eps_hist
+        vec_devices = int(rows * (1 - base.root_share) * (1 - share))
+        ratio = PrivUnitParams.calibrate(d, total).expected_sq_norm / PrivUnitParams.calibrate(d, eps).expected_sq_norm
+        m = int(round(base.root_share * rows * ratio))
+        if name == "paper":
+            sub = paper_mixture(vec_devices + m, seed=data_seed).points
+        else:
+            sub = x[np.random.default_rng([seed, 99]).permutation(rows)[: vec_devices + m]]
+        split = simulate(sub, k, total, encoder=base.encoder, bound=ds.bound, seed=seed, reference=False,
+                         vec_share=eps / total, root_share=m / (vec_devices + m), levels=base.levels)
+        out[f"split {share:g}"] = cost(split)
+    return out
 
 
 def main() -> int:
@@ -92,7 +120,12 @@ def main() -> int:
     ap.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--hist-shares", default="0.5,0.25",
+                    help="comma-separated shares of the tree devices that send only the histogram report")
     args = ap.parse_args()
+    shares = tuple(float(v) for v in args.hist_shares.split(","))
+    if not shares or not all(0 < h < 1 for h in shares):
+        ap.error(f"--hist-shares must be numbers in (0, 1), got {args.hist_shares}")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.machine()) if Path("/proc/cpuinfo").exists() else platform.machine()
@@ -102,17 +135,24 @@ def main() -> int:
             "means over the (data seed, encoder seed) pairs listed.")
     lines = ["# One report per tree device (emulated)", "", head, "",
              "Run: `python tests/bench/split_reports.py --data-dir ../shared/data --out tests/bench/results/split_reports.md`.", "",
-             "| data | rows | d | k | encoder | eps | pairs | shipped (min-max) | one report (min-max) | one report / shipped | one center |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "Column h = x: a share x of the tree devices sends only the histogram report, the rest only the "
+             "vector report, each at the full eps.", "",
+             "| data | rows | d | k | encoder | eps | pairs | shipped (min-max) | "
+             + " | ".join(f"h = {h:g} (min-max) | h = {h:g} / shipped" for h in shares) + " | one center |",
+             "|---|---|---|---|---|---|---|---|" + "---|---|" * len(shares) + "---|"]
     raw = []
     t0 = time.perf_counter()
     for name, n, k, eps, pairs in CELLS:
-        res = [run(name, n, k, eps, s, e, args.data_dir) for s, e in pairs]
+        res = [run(name, n, k, eps, s, e, args.data_dir, shares) for s, e in pairs]
         raw += [dict(r, data=name, eps=eps, data_seed=s, seed=e) for r, (s, e) in zip(res, pairs, strict=True)]
-        b, sp = [r["base"] for r in res], [r["split"] for r in res]
+        b = [r["base"] for r in res]
+        cells = []
+        for h in shares:
+            sp = [r[f"split {h:g}"] for r in res]
+            cells.append(f"{statistics.mean(sp):.4g} ({min(sp):.4g}-{max(sp):.4g}) | "
+                         f"{statistics.mean(sp) / statistics.mean(b):.3f}")
         lines.append(f"| {name} | {res[0]['rows']} | {res[0]['d']} | {k} | {res[0]['encoder']} | {eps:g} | {len(pairs)} | "
-                     f"{statistics.mean(b):.4g} ({min(b):.4g}-{max(b):.4g}) | {statistics.mean(sp):.4g} "
-                     f"({min(sp):.4g}-{max(sp):.4g}) | {statistics.mean(sp) / statistics.mean(b):.3f} | "
+                     f"{statistics.mean(b):.4g} ({min(b):.4g}-{max(b):.4g}) | " + " | ".join(cells) + " | "
                      f"{statistics.mean(r['one'] for r in res):.4g} |")
         print(lines[-1], flush=True)
     lines += ["", f"Total {time.perf_counter() - t0:.0f} s."]
