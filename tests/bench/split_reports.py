@@ -32,8 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import subprocess
 import time
@@ -45,6 +43,7 @@ import numpy as np
 from shoal.common.kinds.tree import derive_config
 from shoal.common.mechanisms.local_hashing import LocalHashingParams, optimal_buckets
 from shoal.common.mechanisms.privunit import PrivUnitParams
+from shoal.deploy.bench.results import machine
 from shoal.deploy.simulation.datasets import Dataset, load_letter, paper_mixture, skewed_box
 from shoal.deploy.simulation.simulate import simulate
 from shoal.server.decoders.kmeans import kmeans_cost
@@ -127,10 +126,8 @@ def main() -> int:
     if not shares or not all(0 < h < 1 for h in shares):
         ap.error(f"--hist-shares must be numbers in (0, 1), got {args.hist_shares}")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.machine()) if Path("/proc/cpuinfo").exists() else platform.machine()
-    head = (f"Machine: {cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, numpy "
-            f"{np.__version__}, commit {commit}, {time.strftime('%Y-%m-%d')}. Local model, lsh/auto encoder as "
+    head = (f"Machine: {machine()}, "
+            f"commit {commit}, {time.strftime('%Y-%m-%d')}. Local model, lsh/auto encoder as "
             "shipped; objective = k-means cost / rows in the unit ball (lower is better), one row per cell, "
             "means over the (data seed, encoder seed) pairs listed.")
     lines = ["# One report per tree device (emulated)", "", head, "",
