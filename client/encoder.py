@@ -11,6 +11,10 @@ through the round's node space and sends
 - a vector report: codebook PrivUnit at eps_vec of its ball point
   multiplied by H[r, c(node)], the Hadamard sign of its node's column c at
   a level drawn from 1..T and a uniform row r.
+With hist_only_share h > 0 a tree device sends only one of the two: the
+histogram report with probability h (a second Bernoulli draw right after
+the root draw), else the vector report, each at its own eps (up to the
+full epsilon: ``RoundConfig``).
 The root choice, levels, seed indices and rows are drawn independently of
 the point, so only the randomisers' outputs depend on it; the sign binding
 costs no privacy because PrivUnit is eps-DP for *every* pair of inputs in
@@ -84,35 +88,40 @@ def encode_arrays(
     # Root devices: a Bernoulli(root_share) draw from the device's own randomness.
     root = rng.random(n) < config.root_share if config.root_share < 1 else np.ones(n, dtype=bool)
     tree = ~root
+    hist_dev, vec_dev = tree, tree
+    if config.hist_only_share > 0:  # one report per tree device: a second data-independent draw
+        hist_only = np.zeros(n, dtype=bool)
+        hist_only[tree] = rng.random(int(tree.sum())) < config.hist_only_share
+        hist_dev, vec_dev = hist_only, tree & ~hist_only
     hist_level = np.full(n, -1, dtype=np.int64)
     hist_seed = np.zeros(n, dtype=np.int64)
     hist_bucket = np.zeros(n, dtype=np.int64)
     hp = config.hist_params
     if hp is not None:
-        m = int(tree.sum())
-        hist_level[tree] = rng.integers(1, t + 1, size=m)
-        hist_seed[tree] = rng.integers(0, hp.pool, size=m)
-        true_bucket = bucket_hash(public.hist_seeds[hist_seed[tree]], keys_at(hist_level)[tree], hp.buckets)
-        hist_bucket[tree] = randomise_buckets(true_bucket, hp, rng)
+        m = int(hist_dev.sum())
+        hist_level[hist_dev] = rng.integers(1, t + 1, size=m)
+        hist_seed[hist_dev] = rng.integers(0, hp.pool, size=m)
+        true_bucket = bucket_hash(public.hist_seeds[hist_seed[hist_dev]], keys_at(hist_level)[hist_dev], hp.buckets)
+        hist_bucket[hist_dev] = randomise_buckets(true_bucket, hp, rng)
 
     vec_level = np.full(n, -1, dtype=np.int64)
     vec_row = np.zeros(n, dtype=np.int64)
     vec_nonce = np.zeros(n, dtype=np.uint64)
     vec_index = np.full(n, -1, dtype=np.int64)
     vp, rp = config.vec_params, config.root_params
-    sends = (root if rp is not None else np.zeros(n, dtype=bool)) | (tree if vp is not None else np.zeros(n, dtype=bool))
+    sends = (root if rp is not None else np.zeros(n, dtype=bool)) | (vec_dev if vp is not None else np.zeros(n, dtype=bool))
     vec = np.zeros((n, config.dim)) if (not wire and np.any(sends)) else np.zeros((n, 0))
     if np.any(sends):
         vec_level[root] = 0
         if vp is not None and t > 0:
-            vec_level[tree] = rng.integers(1, t + 1, size=int(tree.sum()))
+            vec_level[vec_dev] = rng.integers(1, t + 1, size=int(vec_dev.sum()))
         vec_row[sends] = rng.integers(0, 1 << config.vec_columns_log2, size=int(sends.sum()))
         cols = np.zeros(n, dtype=np.int64)
         cols[root] = _column(space.keys(0, space.root()), config.vec_columns_log2)[0]
         if vp is not None and t > 0:
-            cols[tree] = _column(keys_at(np.where(tree, vec_level, -1)), config.vec_columns_log2)[tree]
+            cols[vec_dev] = _column(keys_at(np.where(vec_dev, vec_level, -1)), config.vec_columns_log2)[vec_dev]
         signs = hadamard_sign(vec_row, cols)
-        for sel, params in ((root, rp), (tree, vp)):
+        for sel, params in ((root, rp), (vec_dev, vp)):
             if params is None or not np.any(sel):
                 continue
             if wire:

@@ -324,7 +324,12 @@ def tree_facts(config: Any, x: np.ndarray, messages: list[dict[str, Any]], data:
         root = draws["root_coin"] < config.root_share
     draws["root"] = root
     hp, vp, rp = config.hist_params, config.vec_params, config.root_params
-    if not root and hp is not None:
+    sends_hist = sends_vec = not root
+    if not root and config.hist_only_share > 0:
+        draws["hist_only_coin"] = r.double()
+        sends_hist = draws["hist_only"] = draws["hist_only_coin"] < config.hist_only_share
+        sends_vec = not sends_hist
+    if sends_hist and hp is not None:
         level, seed = 1 + r.below(t), r.below(hp.pool)
         true = int(bucket_hash(public.hist_seeds[[seed]], space.keys(level, paths[level][:1]), hp.buckets)[0])
         keep_draw = r.below(1 << 32)
@@ -333,7 +338,7 @@ def tree_facts(config: Any, x: np.ndarray, messages: list[dict[str, Any]], data:
         draws["hist"] = {"level": level, "seed_index": seed, "true_bucket": true, "keep_draw": keep_draw,
                          "keep_numerator": hp.keep_numerator, "keep": keep, "other_draw": other,
                          "bucket": true if keep else (true + 1 + other) % hp.buckets}
-    params = rp if root else vp
+    params = rp if root else (vp if sends_vec else None)
     if params is not None and (root or t > 0):
         level = 0 if root else 1 + r.below(t)
         row = r.below(1 << config.vec_columns_log2)

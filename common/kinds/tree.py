@@ -115,13 +115,21 @@ class RoundConfig:
     (drawn from OS randomness, independent of its data) and sends one
     PrivUnit report of its point at the full ``epsilon`` at level 0 (the
     round's private mean: the fallback answer and the shrinkage target).
-    Every other device sends the tree's reports: a histogram report (OLH at
-    ``eps_hist`` on its node at one of levels 1..T) and a vector report
-    (PrivUnit at ``eps_vec`` on its point signed by its node's Hadamard
-    column at one of levels 1..T). Basic composition gives eps_hist +
-    eps_vec <= epsilon; the choice costs nothing (``events.ChoiceEvent``).
-    A zero share or epsilon means that report is not sent; ``levels = 0``
-    makes every device a root device (a mean-only round).
+    Every other device (a *tree* device) sends the tree's reports: a
+    histogram report (OLH at ``eps_hist`` on its node at one of levels
+    1..T) and a vector report (PrivUnit at ``eps_vec`` on its point signed
+    by its node's Hadamard column at one of levels 1..T). With
+    ``hist_only_share`` h = 0 a tree device sends both and basic
+    composition gives eps_hist + eps_vec <= epsilon. With h in (0, 1) a
+    tree device sends ONE of them, drawn like the root choice: the
+    histogram report alone with probability h, else the vector report
+    alone, each at up to the full epsilon (eps_hist, eps_vec <= epsilon).
+    At small eps a randomiser's variance grows ~1/eps^2, so one report at
+    eps from half the devices has about half the noise of everyone's at
+    eps/2 (issue 41: ``tests/bench/results/split_reports.md``). Every
+    choice costs nothing (``events.ChoiceEvent``). A zero share or epsilon
+    means that report is not sent; ``levels = 0`` makes every device a root
+    device (a mean-only round).
     """
 
     k: int
@@ -145,6 +153,7 @@ class RoundConfig:
     vec_cap: int = 0
     root_candidates: int = 0
     root_cap: int = 0
+    hist_only_share: float = 0.0
     tree: TreeParams = field(default_factory=TreeParams)
     central_epsilon: float = 0.0
     min_batch: int = 0
@@ -182,7 +191,20 @@ class RoundConfig:
             v = getattr(self, name)
             if not (math.isfinite(v) and v >= 0):
                 raise ConfigError(f"{name} must be finite and >= 0, got {v}")
-        if self.eps_hist + self.eps_vec > self.epsilon * (1 + 1e-9):
+        h = self.hist_only_share
+        if isinstance(h, bool) or not isinstance(h, numbers.Real) or not (math.isfinite(h) and 0 <= h < 1):
+            raise ConfigError(f"hist_only_share must be a number in [0, 1), got {h!r}")
+        if h > 0:
+            # One report per tree device: each at most the device's epsilon, compared exactly
+            # (the statement's device epsilon is their max: never above the round's).
+            if self.levels == 0 or self.eps_hist <= 0 or self.eps_vec <= 0:
+                raise ConfigError(f"hist_only_share={h} splits the tree devices between the histogram and the vector "
+                                  f"report: it needs levels > 0, eps_hist > 0 and eps_vec > 0, got levels={self.levels}, "
+                                  f"eps_hist={self.eps_hist}, eps_vec={self.eps_vec}")
+            if max(self.eps_hist, self.eps_vec) > self.epsilon:
+                raise ConfigError(f"with hist_only_share={h} each tree report is a device's only one: eps_hist "
+                                  f"{self.eps_hist} and eps_vec {self.eps_vec} must each be <= epsilon {self.epsilon}")
+        elif self.eps_hist + self.eps_vec > self.epsilon * (1 + 1e-9):
             raise ConfigError(
                 f"eps_hist + eps_vec = {self.eps_hist + self.eps_vec} exceeds epsilon {self.epsilon}"
             )
@@ -280,7 +302,12 @@ class RoundConfig:
         vp = self.vec_params
         if vp is None:
             return math.nan
-        return center_error(vp.expected_sq_norm, self.k, self.n_expected) / (1 - self.root_share)
+        return center_error(vp.expected_sq_norm, self.k, self.n_expected) / ((1 - self.root_share) * self.vec_device_share)
+
+    @property
+    def vec_device_share(self) -> float:
+        """The share of the tree devices that send a vector report: 1 - hist_only_share."""
+        return 1.0 - self.hist_only_share
 
     @property
     def mean_error(self) -> float:
@@ -320,17 +347,24 @@ class RoundConfig:
 
     @property
     def privacy_event(self) -> ChoiceEvent:
-        """The record of what one device sends; its epsilon is the round's local eps:
-        the tree's reports (composed), or with probability root_share the root report."""
+        """The record of what one device sends; its epsilon is the round's local eps.
+        Options, in order: the tree's reports (composed), or with hist_only_share > 0
+        the histogram report alone and the vector report alone; last, with probability
+        root_share, the root report."""
         hp, vp, rp = self.hist_params, self.vec_params, self.root_params
+        root = ComposedEvent((rp.event,)) if rp is not None else ComposedEvent((NoReportEvent(),))
+        r, h = self.root_share, self.hist_only_share
+        if h > 0:
+            assert hp is not None and vp is not None  # __post_init__
+            return ChoiceEvent((ComposedEvent((hp.event,)), ComposedEvent((vp.event,)), root),
+                               ((1.0 - r) * h, (1.0 - r) * (1.0 - h), r))
         tree = ComposedEvent(
             (
                 hp.event if hp is not None else NoReportEvent(),
                 vp.event if vp is not None else NoReportEvent(),
             )
         )
-        root = ComposedEvent((rp.event,)) if rp is not None else ComposedEvent((NoReportEvent(),))
-        return ChoiceEvent((tree, root), (1.0 - self.root_share, self.root_share))
+        return ChoiceEvent((tree, root), (1.0 - r, r))
 
     @property
     def device_epsilon(self) -> float:
@@ -349,6 +383,17 @@ class RoundConfig:
 
 # Identity nettree sends no vector report up to this dimension (``derive_config``).
 LATTICE_ONLY_MAX_DIM = 2
+# One report per tree device (``derive_config``, hist_only_share): the share of the tree devices
+# that send only the histogram report, the rest only the vector report. Measured by emulation
+# (tests/bench/results/split_reports.md, 3-16 seed pairs per cell): against both reports at half
+# the eps, a half gave 0.53-0.99x on the paper generator (d = 100), 0.93-1.00x on letter
+# (d = 16), 0.75-1.00x on a skewed box (d = 7); a quarter gave 0.42-0.64x on the paper generator
+# but was behind a half on the skewed box (0.80-1.001x) and on letter at eps 1/8. A vector
+# report's PrivUnit variance grows with d while OLH's does not, so wide data gives the vector
+# reports more devices; WIDE_DIM sits between the measured d = 16 and d = 100.
+HIST_ONLY_SHARE = 0.5
+HIST_ONLY_SHARE_WIDE = 0.25
+WIDE_DIM = 32
 # The private mean's error budget (``derive_config``, root_share).
 MEAN_FACTOR = 3.0
 MIN_ROOT_SHARE = 0.05
@@ -398,9 +443,16 @@ def derive_config(
       there is no projection and lattice points are positions.
     - levels T: lsh ceil(log2 k) + 10 sign bits (two of k random centers share all T bits with probability < k^2 2^-T-1); nettree ceil(log2 n / 2) + 1
       (seed 004, Thm. 20 takes T = 0.5 log n).
-    - budget: a quarter to the histogram (half at eps <= 2, where the tree
-      itself is hard to find), the rest to the vector report, whose noise
-      dominates the centers' error (DESIGN.md). Identity nettree in d <= 3
+    - budget, local model: one report per tree device at the full eps
+      (``hist_only_share`` h): the histogram report from h of the tree
+      devices, the vector report from the rest; h = 0.5, or 0.25 for
+      d >= WIDE_DIM, where the vector sums' noise (which grows with d)
+      dominates the centers' error (issue 41, measured above
+      HIST_ONLY_SHARE). Shuffle model (and any round given ``vec_share``):
+      both reports from every tree device, a quarter of eps to the histogram
+      (half at eps <= 2, where the tree itself is hard to find), the rest to
+      the vector report, whose noise dominates the centers' error
+      (DESIGN.md); the split is not yet measured at a shuffle round's eps0. Identity nettree in d <= 3
       sends no vector report: positions come from the lattice, whose cells
       the tree resolves finely there (3^d children per node). Above d = 3 it
       stays coarse (3^7 = 2187 children in d = 7) and a coarse lattice
@@ -460,20 +512,40 @@ def derive_config(
         levels = logk + 10
     identity = encoder == "nettree" and proj_dim == dim
     lattice_only = identity and dim <= LATTICE_ONLY_MAX_DIM
+    share_given = "vec_share" in overrides
+    # A caller who sets the reports' eps (or vec_share) chooses the split itself: both reports unless told.
+    budgets_given = share_given or "eps_hist" in overrides or "eps_vec" in overrides
     vec_share = float(overrides.pop("vec_share", 0.0 if lattice_only else (0.5 if epsilon <= 2 else 0.75)))
     if not 0 <= vec_share <= 1:
         raise ConfigError(f"vec_share must be in [0, 1], got {vec_share}")
     if dim < 2:
         vec_share = 0.0
-    eps_vec = epsilon * vec_share
-    # Rounded toward less spend: eps_hist + eps_vec <= epsilon exactly (``spend_left``), so the
-    # device's composed eps is epsilon itself, the eps0 whose statement ``max_local_epsilon`` checked.
-    eps_hist = spend_left(epsilon, eps_vec)
+    hist_only = overrides.pop("hist_only_share", None)
+    if hist_only is None:
+        split = model == "local" and 0 < vec_share < 1 and not budgets_given
+        hist_only = (HIST_ONLY_SHARE_WIDE if dim >= WIDE_DIM else HIST_ONLY_SHARE) if split else 0.0
+    elif share_given and hist_only:
+        raise ConfigError("vec_share splits one tree device's epsilon between its two reports; with hist_only_share > 0 "
+                          "each tree device sends one report at the full epsilon: give one of them")
+    if isinstance(hist_only, bool) or not isinstance(hist_only, numbers.Real) or not 0 <= float(hist_only) < 1:
+        raise ConfigError(f"hist_only_share must be a number in [0, 1), got {hist_only!r}")
+    hist_only = float(hist_only)
+    if hist_only > 0 and dim < 2:
+        raise ConfigError("hist_only_share > 0 sends vector reports: it needs dim >= 2")
+    if hist_only > 0:
+        # One report per tree device, each at the device's whole epsilon (the ChoiceEvent's max).
+        eps_vec = eps_hist = epsilon
+    else:
+        eps_vec = epsilon * vec_share
+        # Rounded toward less spend: eps_hist + eps_vec <= epsilon exactly (``spend_left``), so the
+        # device's composed eps is epsilon itself, the eps0 whose statement ``max_local_epsilon`` checked.
+        eps_hist = spend_left(epsilon, eps_vec)
     root_share = 0.0
     predicted = 0.0
     if eps_vec > 0:
         var_v = PrivUnitParams.calibrate(dim, eps_vec).expected_sq_norm
-        predicted = center_error(var_v, k, n_expected)  # before root devices: what the whole population could locate
+        # Before root devices: what the whole population's vector reporters could locate.
+        predicted = center_error(var_v, k, n_expected) / (1 - hist_only)
     if dim >= 2:
         root_var = PrivUnitParams.calibrate(dim, epsilon).expected_sq_norm
         # The nearer the tree is to locating nothing (predicted -> 1, where the round becomes
@@ -490,7 +562,7 @@ def derive_config(
     if levels == 0:
         if dim < 2:
             raise ConfigError("a mean-only round (levels=0) needs dim >= 2: use encoder='nettree' for 1-D data")
-        eps_vec, eps_hist, root_share = 0.0, 0.0, 1.0
+        eps_vec, eps_hist, root_share, hist_only = 0.0, 0.0, 1.0, 0.0
     per_level = n_expected / (levels + 1)
     columns_log2 = int(min(16, max(10, math.ceil(math.log2(max(per_level, 2))) + 1)))
     params: dict[str, Any] = dict(
@@ -504,6 +576,7 @@ def derive_config(
         eps_hist=float(eps_hist),
         eps_vec=float(eps_vec),
         root_share=float(root_share),
+        hist_only_share=hist_only,
         hist_buckets=optimal_buckets(eps_hist) if eps_hist > 0 else 2,
         hist_pool=1024,
         vec_columns_log2=columns_log2,

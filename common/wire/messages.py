@@ -120,11 +120,22 @@ class ReportBatch:
                               "a root device sends its root report alone")
         if config.levels == 0 and np.any(tree):
             raise ReportError(f"{int(np.sum(tree))} message(s) carry no root report; this mean-only round needs one in every message")
-        if config.hist_params is not None and np.any(tree & ~has_h):
-            raise ReportError(f"{int(np.sum(tree & ~has_h))} message(s) carry neither a root report nor a hist report; "
-                              "this round needs one of them in every message")
-        if config.vec_params is not None and np.any(tree & ~has_v):
-            raise ReportError(f"{int(np.sum(tree & ~has_v))} message(s) carry no vec report; this round needs one in every tree message")
+        if config.hist_only_share > 0:
+            # One report per tree device: its histogram report or its vector report, never both
+            # (each is at up to the device's whole epsilon) and never neither.
+            if np.any(tree & has_h & has_v):
+                raise ReportError(f"{int(np.sum(tree & has_h & has_v))} message(s) carry a hist and a vec report; in this "
+                                  "round (hist_only_share > 0) a tree device sends one of them")
+            if np.any(tree & ~has_h & ~has_v):
+                raise ReportError(f"{int(np.sum(tree & ~has_h & ~has_v))} message(s) carry no report; this round needs a "
+                                  "root, hist or vec report in every message")
+        else:
+            if config.hist_params is not None and np.any(tree & ~has_h):
+                raise ReportError(f"{int(np.sum(tree & ~has_h))} message(s) carry neither a root report nor a hist report; "
+                                  "this round needs one of them in every message")
+            if config.vec_params is not None and np.any(tree & ~has_v):
+                raise ReportError(f"{int(np.sum(tree & ~has_v))} message(s) carry no vec report; this round needs one in "
+                                  "every tree message")
         if config.hist_params is None and np.any(has_h):
             raise ReportError("this round takes no histogram reports")
         if np.any(has_h & ((self.hist_level < 1) | (self.hist_level > config.levels))):

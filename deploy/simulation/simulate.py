@@ -165,6 +165,7 @@ def simulate(
             "eps_hist": cfg.eps_hist,
             "eps_vec": cfg.eps_vec,
             "root_share": cfg.root_share,
+            "hist_only_share": cfg.hist_only_share,
         },
     }
 

@@ -68,6 +68,7 @@ class TreeTuningIn(BaseModel):
     levels: StrictInt | None = Field(None, ge=0, le=40)
     proj_dim: StrictInt | None = Field(None, ge=1, le=10_000)
     vec_share: FiniteFloat | None = Field(None, ge=0, le=1)
+    hist_only_share: FiniteFloat | None = Field(None, ge=0, lt=1)
     eps_hist: FiniteFloat | None = Field(None, ge=0, le=50)
     eps_vec: FiniteFloat | None = Field(None, ge=0, le=50)
     root_share: FiniteFloat | None = Field(None, gt=0, le=1)

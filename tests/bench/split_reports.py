@@ -1,5 +1,6 @@
 """One report per tree device at the full eps, instead of two at half of it:
-what it would gain, measured by emulation before the protocol has it (issue 41).
+measured by emulation before the protocol had it (issue 41), and now the
+built round (``hist_only_share``) beside its emulation.
 
 Today a tree device (``client/encoder.py``) sends a histogram report at
 ``eps_hist`` and a vector report at ``eps_vec`` (eps_hist + eps_vec = eps).
@@ -23,9 +24,13 @@ eps'), the shipped levels, and m root devices with the shipped root mean's
 noise (m = root devices x Var(eps + eps') / Var(eps)). Paper generator:
 (1 - h) n_t + m points of the same mixture (its centers depend on the seed
 only); real data: a random subset of that many rows per seed, the answer
-scored on every row. "shipped" is the shipped round (``derive_config``).
+scored on every row. "two reports" is the round with both reports per tree
+device (``hist_only_share=0``, shipped before issue 41 and still the shuffle
+model's); "built" is ``derive_config``'s local round as shipped now (one
+report per tree device, h by its rule: 0.5, or 0.25 from d = 32).
 
     python tests/bench/split_reports.py --data-dir ../shared/data --out tests/bench/results/split_reports.md
+    python tests/bench/split_reports.py --cells 0,1 --hist-shares 0.25   # a subset of CELLS
 """
 
 from __future__ import annotations
@@ -89,14 +94,15 @@ def run(name: str, n: int, k: int, eps: float, data_seed: int, seed: int, data_d
     ds = _data(name, n, data_seed, data_dir)
     x = ds.points
     rows, d = x.shape
-    base = derive_config(rows, d, k, eps, encoder="auto", seed=seed)
-    shipped = simulate(x, k, eps, encoder=base.encoder, bound=ds.bound, seed=seed, reference=False)
+    base = derive_config(rows, d, k, eps, encoder="auto", seed=seed, hist_only_share=0.0)
+    shipped = simulate(x, k, eps, encoder=base.encoder, bound=ds.bound, seed=seed, reference=False, hist_only_share=0.0)
+    built = simulate(x, k, eps, encoder=base.encoder, bound=ds.bound, seed=seed, reference=False)
     xb = ds.bound.to_ball(x)
 
     def cost(out: dict[str, Any]) -> float:
         return float(kmeans_cost(xb, ds.bound.to_ball(np.asarray(out["centers"])))) / rows
 
-    out = {"base": cost(shipped), "one": float(kmeans_cost(xb, xb.mean(0, keepdims=True))) / rows,
+    out = {"base": cost(shipped), "built": cost(built), "h": built["config"]["hist_only_share"], "one": float(kmeans_cost(xb, xb.mean(0, keepdims=True))) / rows,
            "encoder": base.encoder, "d": d, "rows": rows}
     for share in shares:
         eps_hist = matched_hist_epsilon(eps, share)
@@ -119,6 +125,7 @@ def main() -> int:
     ap.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--cells", default="", help="comma-separated indices into CELLS (default: every cell)")
     ap.add_argument("--hist-shares", default="0.5,0.25",
                     help="comma-separated shares of the tree devices that send only the histogram report")
     args = ap.parse_args()
@@ -133,17 +140,21 @@ def main() -> int:
     lines = ["# One report per tree device (emulated)", "", head, "",
              "Run: `python tests/bench/split_reports.py --data-dir ../shared/data --out tests/bench/results/split_reports.md`.", "",
              "Column h = x: a share x of the tree devices sends only the histogram report, the rest only the "
-             "vector report, each at the full eps.", "",
-             "| data | rows | d | k | encoder | eps | pairs | shipped (min-max) | "
-             + " | ".join(f"h = {h:g} (min-max) | h = {h:g} / shipped" for h in shares) + " | one center |",
-             "|---|---|---|---|---|---|---|---|" + "---|---|" * len(shares) + "---|"]
+             "vector report, each at the full eps (emulated). \"built\": the round derive_config ships, its h in "
+             "brackets. Ratios are against \"two reports\" (both reports per tree device at a split of eps).", "",
+             "| data | rows | d | k | encoder | eps | pairs | two reports (min-max) | built (min-max) [h] | built / two | "
+             + " | ".join(f"h = {h:g} (min-max) | h = {h:g} / two" for h in shares) + " | one center |",
+             "|---|---|---|---|---|---|---|---|---|---|" + "---|---|" * len(shares) + "---|"]
     raw = []
     t0 = time.perf_counter()
-    for name, n, k, eps, pairs in CELLS:
+    picked = [CELLS[int(i)] for i in args.cells.split(",")] if args.cells else CELLS
+    for name, n, k, eps, pairs in picked:
         res = [run(name, n, k, eps, s, e, args.data_dir, shares) for s, e in pairs]
         raw += [dict(r, data=name, eps=eps, data_seed=s, seed=e) for r, (s, e) in zip(res, pairs, strict=True)]
         b = [r["base"] for r in res]
-        cells = []
+        bt = [r["built"] for r in res]
+        cells = [f"{statistics.mean(bt):.4g} ({min(bt):.4g}-{max(bt):.4g}) [{res[0]['h']:g}] | "
+                 f"{statistics.mean(bt) / statistics.mean(b):.3f}"]
         for h in shares:
             sp = [r[f"split {h:g}"] for r in res]
             cells.append(f"{statistics.mean(sp):.4g} ({min(sp):.4g}-{max(sp):.4g}) | "

@@ -15,7 +15,7 @@ from shoal.common.wire.models import DeviceMessage
 
 
 def test_no_report_field_but_randomiser_outputs_depends_on_the_point():
-    cfg = derive_config(100_000, 10, 4, 4.0, seed=5)
+    cfg = derive_config(100_000, 10, 4, 4.0, seed=5, hist_only_share=0.0)
     rng = np.random.default_rng
     x1 = np.full((500, 10), 0.05)
     x2 = -np.full((500, 10), 0.2)
@@ -37,13 +37,54 @@ def test_no_report_field_but_randomiser_outputs_depends_on_the_point():
 
 
 def test_root_devices_are_a_root_share_of_all_and_send_only_the_root_report():
-    cfg = derive_config(100_000, 10, 4, 1.0, seed=5)
+    cfg = derive_config(100_000, 10, 4, 1.0, seed=5, hist_only_share=0.0)
     batch = encode_arrays(np.zeros((20_000, 10)), cfg, np.random.default_rng(3))
     root = batch.vec_level == 0
     se = np.sqrt(cfg.root_share * (1 - cfg.root_share) / 20_000)
     assert abs(root.mean() - cfg.root_share) < 5 * se
     assert np.all(batch.hist_level[root] == -1) and np.all(batch.hist_level[~root] >= 1)
     assert np.all(batch.vec_level[~root] >= 1)
+
+
+def test_with_a_hist_only_share_each_tree_device_sends_exactly_one_report_in_that_proportion():
+    cfg = derive_config(100_000, 10, 4, 1.0, seed=5)
+    assert cfg.hist_only_share == 0.5
+    batch = encode_arrays(np.zeros((20_000, 10)), cfg, np.random.default_rng(3))
+    root = batch.vec_level == 0
+    has_h, has_v = batch.hist_level >= 1, batch.vec_level >= 1
+    assert np.all(has_h ^ has_v ^ root) and not np.any(has_h & has_v)
+    m = int((~root).sum())
+    se = np.sqrt(0.25 / m)
+    assert abs(has_h[~root].mean() - 0.5) < 5 * se
+    batch.validate(cfg)
+
+
+def test_the_hist_only_choice_does_not_depend_on_the_point():
+    cfg = derive_config(100_000, 10, 4, 1.0, seed=5)
+    a = encode_arrays(np.full((3000, 10), 0.05), cfg, np.random.default_rng(9))
+    b = encode_arrays(-np.full((3000, 10), 0.2), cfg, np.random.default_rng(9))
+    for f in ("hist_level", "hist_seed", "vec_level", "vec_row", "vec_nonce"):
+        assert np.array_equal(getattr(a, f), getattr(b, f))
+    assert not np.array_equal(a.hist_bucket, b.hist_bucket) and not np.array_equal(a.vec_index, b.vec_index)
+
+
+def test_a_tree_message_with_both_reports_is_refused_in_a_one_report_round():
+    cfg = derive_config(100_000, 4, 2, 2.0, seed=1)
+    batch = encode_arrays(np.zeros((200, cfg.dim)), cfg, np.random.default_rng(1))
+    h = int(np.flatnonzero(batch.hist_level >= 1)[0])
+    v = int(np.flatnonzero(batch.vec_level >= 1)[0])
+    for f in ("hist_level", "hist_seed", "hist_bucket"):
+        getattr(batch, f)[v] = getattr(batch, f)[h]
+    with pytest.raises(ReportError, match="carry a hist and a vec report"):
+        batch.validate(cfg)
+
+
+def test_an_empty_tree_message_is_refused_in_a_one_report_round():
+    cfg = derive_config(100_000, 4, 2, 2.0, seed=1)
+    batch = encode_arrays(np.zeros((200, cfg.dim)), cfg, np.random.default_rng(1))
+    batch.hist_level[int(np.flatnonzero(batch.hist_level >= 1)[0])] = -1
+    with pytest.raises(ReportError, match="carry no report"):
+        batch.validate(cfg)
 
 
 def test_root_report_is_unbiased_for_the_mean():
@@ -103,7 +144,7 @@ def _one_of_each(cfg):
 
 
 def test_a_root_report_sent_with_a_hist_report_is_refused():
-    cfg = derive_config(100_000, 4, 2, 2.0, seed=1)
+    cfg = derive_config(100_000, 4, 2, 2.0, seed=1, hist_only_share=0.0)
     batch, root, tree = _one_of_each(cfg)
     for f in ("hist_level", "hist_seed", "hist_bucket"):
         getattr(batch, f)[root] = getattr(batch, f)[tree]
@@ -112,7 +153,7 @@ def test_a_root_report_sent_with_a_hist_report_is_refused():
 
 
 def test_a_tree_message_without_its_hist_report_is_refused():
-    cfg = derive_config(100_000, 4, 2, 2.0, seed=1)
+    cfg = derive_config(100_000, 4, 2, 2.0, seed=1, hist_only_share=0.0)
     batch, _, tree = _one_of_each(cfg)
     batch.hist_level[tree] = -1
     with pytest.raises(ReportError, match="carry neither a root report nor a hist report"):

@@ -73,16 +73,17 @@ def _generate(kind: str, config: dict, points: list, samples: int, out: str, bro
 def _tree_cases(args, tmp):
     for encoder in ("lsh", "nettree"):
         for eps in args.eps:
-            cfg = derive_config(100_000, 4, 4, eps, encoder=encoder, bound=bit_level.BOX, seed=5, levels=3,
-                                vec_share=0.5, vec_candidates=32, root_candidates=32, root_share=0.3)
-            for pair in args.pairs:
-                p1, p2 = bit_level.MESSAGE_PAIRS[pair]
-                codes = []
-                for body in _generate("tree", config_kinds()["tree"].dump(cfg), [p1, p2], args.samples, f"{tmp}/m",
-                                      args.broken):
-                    _, batch = decode_reports(body, cfg.round_id)
-                    codes.append(bit_level._message_codes(batch, cfg, p1) + 16 * bit_level._message_codes(batch, cfg, p2))
-                yield f"tree {encoder:7}", eps, pair, codes, cfg.device_epsilon, True
+            for split, share in bit_level.SPLITS.items():
+                cfg = derive_config(100_000, 4, 4, eps, encoder=encoder, bound=bit_level.BOX, seed=5, levels=3,
+                                    vec_candidates=32, root_candidates=32, root_share=0.3, **share)
+                for pair in args.pairs:
+                    p1, p2 = bit_level.MESSAGE_PAIRS[pair]
+                    codes = []
+                    for body in _generate("tree", config_kinds()["tree"].dump(cfg), [p1, p2], args.samples,
+                                          f"{tmp}/m", args.broken):
+                        _, batch = decode_reports(body, cfg.round_id)
+                        codes.append(bit_level._message_codes(batch, cfg, (p1, p2)))
+                    yield f"tree {encoder:7} {split:12}", eps, pair, codes, cfg.device_epsilon, True
 
 
 def _refine_cases(args, tmp, centers, pairs, label):

@@ -34,6 +34,8 @@ export interface TreeConfig {
   eps_hist: number;
   eps_vec: number;
   root_share: number;
+  /** The share of tree devices that send only the histogram report (the rest only the vector report); 0: both. */
+  hist_only_share: number;
   hist_buckets: number;
   hist_pool: number;
   vec_columns_log2: number;
@@ -56,7 +58,7 @@ export interface TreeConfig {
 const FIELDS = new Set([
   "kind", "protocol", "round_id", "k", "dim", "epsilon", "bound", "encoder", "levels", "proj_dim", "eps_hist",
   "eps_vec", "root_share", "hist_buckets", "hist_pool", "vec_columns_log2", "seed", "n_expected", "model", "delta",
-  "vec_candidates", "vec_cap", "root_candidates", "root_cap", "tree", "central_epsilon", "min_batch",
+  "vec_candidates", "vec_cap", "root_candidates", "root_cap", "hist_only_share", "tree", "central_epsilon", "min_batch",
   "amplification_bound",
 ]);
 
@@ -179,6 +181,7 @@ export function parseTreeConfig(data: JsonValue | Record<string, unknown>): Tree
     vec_cap: optInt("vec_cap", 0, 1 << 16),
     root_candidates: optInt("root_candidates", 0, 1 << 16),
     root_cap: optInt("root_cap", 0, 1 << 16),
+    hist_only_share: opt("hist_only_share", 0),
     central_epsilon: opt("central_epsilon", 0),
     min_batch: optInt("min_batch", 0, Number.MAX_SAFE_INTEGER),
     amplification_bound: typeof d["amplification_bound"] === "string" ? d["amplification_bound"] : "",
@@ -196,7 +199,17 @@ function check(c: TreeConfig): void {
   if (c.encoder === "lsh" && c.proj_dim !== c.dim) throw new ConfigError("lsh has no projection: proj_dim must equal dim");
   if (c.encoder === "lsh" && c.levels > 62) throw new ConfigError(`lsh supports at most 62 levels, got ${c.levels}`);
   if (!(c.eps_hist >= 0 && c.eps_vec >= 0)) throw new ConfigError("eps_hist and eps_vec must be >= 0");
-  if (c.eps_hist + c.eps_vec > c.epsilon * (1 + 1e-9)) {
+  const h = c.hist_only_share;
+  if (!(h >= 0 && h < 1)) throw new ConfigError(`hist_only_share must be a number in [0, 1), got ${h}`);
+  if (h > 0) {
+    // One report per tree device, each at most the device's epsilon (compared exactly, as the Python device does).
+    if (c.levels === 0 || !(c.eps_hist > 0) || !(c.eps_vec > 0)) {
+      throw new ConfigError(`hist_only_share=${h} needs levels > 0, eps_hist > 0 and eps_vec > 0`);
+    }
+    if (Math.max(c.eps_hist, c.eps_vec) > c.epsilon) {
+      throw new ConfigError(`with hist_only_share=${h} eps_hist ${c.eps_hist} and eps_vec ${c.eps_vec} must each be <= epsilon ${c.epsilon}`);
+    }
+  } else if (c.eps_hist + c.eps_vec > c.epsilon * (1 + 1e-9)) {
     throw new ConfigError(`eps_hist + eps_vec = ${c.eps_hist + c.eps_vec} exceeds epsilon ${c.epsilon}`);
   }
   if (c.levels > 0 && c.eps_hist <= 0) throw new ConfigError(`levels=${c.levels} needs eps_hist > 0`);

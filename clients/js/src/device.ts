@@ -52,7 +52,11 @@ export function deviceEpsilon(c: TreeConfig): number {
   const options: number[] = [];
   const hist = c.eps_hist > 0 && c.levels > 0 ? c.eps_hist : 0;
   const vec = c.eps_vec > 0 ? c.eps_vec : 0;
-  if (1 - c.root_share > 0) options.push(fsum([hist, vec]));
+  if (1 - c.root_share > 0) {
+    // One report per tree device (hist_only_share > 0): the histogram or the vector report alone.
+    if (c.hist_only_share > 0) options.push(hist, vec);
+    else options.push(fsum([hist, vec]));
+  }
   if (c.root_share > 0) options.push(c.epsilon);
   return Math.max(...options);
 }

@@ -4,7 +4,7 @@
  * The device maps its point into the unit ball with the public bound. With
  * probability root_share it is a root device and sends only the root report:
  * PrivUnit at the full epsilon of its ball point times the root node's
- * Hadamard sign, at level 0. Every other device sends
+ * Hadamard sign, at level 0. Every other device (a tree device) sends
  * - a histogram report: OLH of its node at a level drawn from 1..T, with an
  *   OLH seed drawn from the public pool: GRR over g buckets that keeps the
  *   true bucket with probability A / 2^32 (exact), else a uniform other one;
@@ -12,11 +12,15 @@
  *   H[row, column(node)], the Hadamard sign of its node's column (the top
  *   vec_columns_log2 bits of the node's key) at a level drawn from 1..T and
  *   a uniform row.
+ * With hist_only_share h > 0 a tree device sends only one of them: the
+ * histogram report with probability h (a second uniform, right after the root
+ * one), else the vector report.
  * Root choice, levels, seed index and row are drawn independently of the
  * point; only the randomisers' outputs depend on it.
  *
  * Device randomness is drawn in this order (the Python device's order for
- * one device): root uniform (when root_share < 1); for a tree device with a
+ * one device): root uniform (when root_share < 1); a tree device's hist-only
+ * uniform (when hist_only_share > 0); for a tree device with a
  * histogram report: level, seed index, keep coin, other-bucket offset; for a
  * vector report: level (tree device), row, then PrivUnit's draws
  * (`privunit.select`); last, the 16 bytes of the message id.
@@ -94,6 +98,8 @@ export interface TreeTrace {
   ball: Float64Array;
   path: Coords[] | null;
   root: boolean;
+  /** A tree device's hist-only draw (null when the round has no hist_only_share or the device is a root device). */
+  histOnly: boolean | null;
   trueBucket: number | null;
   keep: boolean | null;
   sign: number | null;
@@ -112,8 +118,11 @@ export function encodeTree(round: TreeRound, point: ArrayLike<number>, rnd: Devi
   const t = c.levels;
   const nodes = t > 0 ? path(c, round.public, x) : null;
   const root = c.root_share < 1 ? uniform(rnd) < c.root_share : true;
+  const histOnly = !root && c.hist_only_share > 0 ? uniform(rnd) < c.hist_only_share : null;
+  const sendsHist = !root && histOnly !== false;
+  const sendsVec = root || histOnly !== true;
   let hist: HistReport | null = null;
-  if (!root && round.keepNumerator !== null) {
+  if (sendsHist && round.keepNumerator !== null) {
     const level = 1 + below(rnd, t);
     const seedIndex = below(rnd, c.hist_pool);
     const g = c.hist_buckets;
@@ -125,7 +134,7 @@ export function encodeTree(round: TreeRound, point: ArrayLike<number>, rnd: Devi
     if (trace) Object.assign(trace, { trueBucket, keep });
   }
   let vec: VecReport | null = null;
-  const params = root ? round.root : round.vec;
+  const params = root ? round.root : sendsVec ? round.vec : null;
   if (params !== null && (root || t > 0)) {
     const level = root ? 0 : 1 + below(rnd, t);
     const row = below(rnd, 2 ** c.vec_columns_log2);
@@ -137,7 +146,7 @@ export function encodeTree(round: TreeRound, point: ArrayLike<number>, rnd: Devi
     if (trace) Object.assign(trace, { sign, inCap: s.inCap, u: s.u });
   }
   const id = Array.from(rnd.bytes(16), (b) => b.toString(16).padStart(2, "0")).join("");
-  if (trace) Object.assign(trace, { ball: x, path: nodes, root });
+  if (trace) Object.assign(trace, { ball: x, path: nodes, root, histOnly });
   return { round_id: c.round_id, message_id: id, protocol: PROTOCOL_VERSION, hist, vec };
 }
 

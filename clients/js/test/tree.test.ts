@@ -9,6 +9,7 @@ import { bucketHash, hadamardSign } from "../src/hashing.js";
 import { projectionScale, treePublic } from "../src/tree-public.js";
 import { PROTOCOL_VERSION } from "../src/public-stream.js";
 import { SHARED_MIN_DIM, candidateInto, capMask, scores } from "../src/privunit.js";
+import { deviceEpsilon } from "../src/device.js";
 import { column, encodeTree, messageJson, messagesBinary, prepareTree, type TreeTrace } from "../src/tree.js";
 import { BytesRandom, OsRandom } from "../src/random.js";
 
@@ -126,6 +127,7 @@ for (const c of reference.tree) {
       ok(/^[0-9a-f]{32}$/.test(m.message_id), "message id");
       eq(m.protocol, PROTOCOL_VERSION, "protocol");
       if (m.vec && m.vec.level === 0) eq(m.hist, null, "a root device sends its root report alone");
+      else if (conf.hist_only_share > 0) ok((m.hist === null) !== (m.vec === null), "one report per tree device");
       else {
         ok(m.hist !== null && m.hist.level >= 1 && m.hist.level <= conf.levels, "hist level");
         ok(m.hist!.seed_index < conf.hist_pool && m.hist!.bucket < conf.hist_buckets, "hist seed and bucket");
@@ -192,4 +194,46 @@ test("tree: GRR keeps the true bucket at A / 2^32 and PrivUnit picks its cap at 
   within(roots, n, round.config.root_share, "root devices");
   within(kept, hist, round.keepNumerator! / 2 ** 32, "GRR keep");
   within(inCap, vec, round.vec!.capNumerator / 2 ** 32, "PrivUnit cap");
+});
+
+/** reference.tree[2]'s config as a one-report-per-tree-device round (hist_only_share), with `changes`. */
+function oneReportConfig(changes: Record<string, unknown> = {}): Record<string, unknown> {
+  return { ...(parseJson(reference.tree[2]!.config_text) as Record<string, unknown>), hist_only_share: 0.5, ...changes };
+}
+
+test("tree: with hist_only_share a tree device sends exactly one report, the hist one at that share (2000 devices, 5 sigma)", () => {
+  const round = prepareTree(parseTreeConfig(oneReportConfig()));
+  const rnd = new OsRandom();
+  let tree = 0, histOnly = 0;
+  const n = 2000;
+  for (let i = 0; i < n; i++) {
+    const trace: Partial<TreeTrace> = {};
+    const m = encodeTree(round, reference.tree[2]!.devices[i % 12]!.point, rnd, trace);
+    if (trace.root) { eq(m.hist, null, "root: no hist"); eq(m.vec!.level, 0, "root: level 0"); continue; }
+    tree++;
+    ok((m.hist === null) !== (m.vec === null), "exactly one report");
+    eq(m.hist !== null, trace.histOnly, "the hist-only draw decides which");
+    if (m.hist) histOnly++;
+    else ok(m.vec!.level >= 1 && m.vec!.level <= round.config.levels, "vec level");
+  }
+  const sd = Math.sqrt(tree * 0.25);
+  ok(Math.abs(histOnly - tree / 2) <= 5 * sd, `hist-only ${histOnly} of ${tree}`);
+});
+
+test("tree: with hist_only_share the device is charged the largest single report, not their sum", () => {
+  const raw = oneReportConfig({ root_share: 0, root_candidates: 0, root_cap: 0 });
+  const c = parseTreeConfig(raw);
+  eq(deviceEpsilon(c), Math.max(c.eps_hist, c.eps_vec), "max of the two");
+  ok(deviceEpsilon(parseTreeConfig({ ...raw, hist_only_share: 0 })) > deviceEpsilon(c), "both reports cost their sum");
+});
+
+test("tree: a hist_only_share config is refused when a share is outside [0, 1) or a report is above epsilon", () => {
+  throws(() => parseTreeConfig(oneReportConfig({ hist_only_share: 1 })), /hist_only_share must be a number in \[0, 1\)/, "share 1");
+  throws(() => parseTreeConfig(oneReportConfig({ hist_only_share: -0.5 })), /hist_only_share must be/, "negative share");
+  throws(() => parseTreeConfig(oneReportConfig({ hist_only_share: "0.5" })), /ConfigError/, "a string");
+  const eps = (parseJson(reference.tree[2]!.config_text) as Record<string, number>)["epsilon"]!;
+  throws(() => parseTreeConfig(oneReportConfig({ eps_vec: eps * 1.000001 })), /must each be <= epsilon/, "eps_vec above epsilon");
+  throws(() => parseTreeConfig(oneReportConfig({ eps_hist: eps * 1.000001 })), /must each be <= epsilon/, "eps_hist above epsilon");
+  throws(() => parseTreeConfig(oneReportConfig({ eps_vec: 0, vec_candidates: 0, vec_cap: 0 })), /needs levels > 0, eps_hist > 0 and eps_vec > 0/,
+    "no vector report");
 });

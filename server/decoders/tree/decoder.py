@@ -42,7 +42,7 @@ the noise bookkeeping between them would have to be read across files.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -75,19 +75,24 @@ def privacy_statement(config: RoundConfig) -> dict[str, Any]:
     if the shuffler colluded with it); ``central_epsilon``/``delta`` is the
     guarantee of the server's view, equal to it in the local model."""
     event = config.privacy_event
-    tree_option, root_option = event.options
-    assert isinstance(tree_option, ComposedEvent) and isinstance(root_option, ComposedEvent)
+    *tree_options, root_option = event.options
+    assert all(isinstance(o, ComposedEvent) for o in event.options)
+    tree_events = [e for o in tree_options for e in cast(ComposedEvent, o).events]
     central_eps, delta = central_guarantee(config.round_event)
+    one = len(tree_options) > 1
     out: dict[str, Any] = {
         "model": config.model,
         "device_epsilon": local_epsilon(event),
         "central_epsilon": central_eps,
         "delta": delta,
-        "reports": [type(e).__name__ for e in tree_option.events],
-        "report_epsilons": [local_epsilon(e) for e in tree_option.events],
-        "root_report": {"event": [type(e).__name__ for e in root_option.events], "epsilon": local_epsilon(root_option),
-                        "share": config.root_share},
-        "composition": "basic within the tree's reports; a root device sends only its root report",
+        "reports": [type(e).__name__ for e in tree_events],
+        "report_epsilons": [local_epsilon(e) for e in tree_events],
+        "root_report": {"event": [type(e).__name__ for e in cast(ComposedEvent, root_option).events],
+                        "epsilon": local_epsilon(root_option), "share": config.root_share},
+        "hist_only_share": config.hist_only_share,
+        "composition": ("one report per device: a tree device sends its histogram report alone (a hist_only_share of "
+                        "them) or its vector report alone; a root device sends only its root report") if one else
+                       "basic within the tree's reports; a root device sends only its root report",
     }
     out["guarantees"] = [local_guarantee(out["device_epsilon"])]
     if config.model == "shuffle":

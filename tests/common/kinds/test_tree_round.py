@@ -21,9 +21,41 @@ def base(**kw):
 
 
 def test_derived_budget_composes_to_epsilon():
-    cfg = base()
+    cfg = base(hist_only_share=0.0)
     assert cfg.eps_hist + cfg.eps_vec == pytest.approx(4.0)
     assert cfg.device_epsilon == pytest.approx(4.0)
+
+
+def test_local_rounds_send_one_report_per_tree_device_at_the_full_epsilon():
+    cfg = base()
+    assert cfg.hist_only_share == 0.5 and cfg.eps_hist == cfg.eps_vec == 4.0 and cfg.device_epsilon == 4.0
+
+
+def test_wide_data_gives_the_vector_reports_three_quarters_of_the_tree_devices():
+    cfg = derive_config(1_000_000, 100, 8, 1.0, seed=1)
+    assert cfg.levels > 0 and cfg.hist_only_share == 0.25 and cfg.eps_hist == cfg.eps_vec == 1.0
+
+
+def test_shuffle_rounds_keep_both_reports_per_tree_device():
+    cfg = derive_config(1_000_000, 10, 4, 1.0, seed=1, model="shuffle", delta=1e-6, min_batch=10_000)
+    assert cfg.hist_only_share == 0.0 and cfg.eps_hist + cfg.eps_vec <= cfg.epsilon
+
+
+def test_a_given_vec_share_keeps_both_reports_per_tree_device():
+    cfg = base(vec_share=0.75)
+    assert cfg.hist_only_share == 0.0 and cfg.eps_vec == 3.0
+
+
+def test_rejects_vec_share_with_a_hist_only_share():
+    with pytest.raises(ConfigError, match="give one of them"):
+        base(vec_share=0.75, hist_only_share=0.5)
+
+
+def test_the_predicted_center_error_counts_only_the_vector_devices():
+    split, both = base(), base(hist_only_share=0.0)
+    assert split.predicted_center_error == pytest.approx(
+        both.predicted_center_error * both.vec_params.expected_sq_norm ** -1 * split.vec_params.expected_sq_norm
+        * (1 - both.root_share) / (1 - split.root_share) / 0.5)
 
 
 def test_identity_nettree_spends_everything_on_the_histogram():
@@ -47,11 +79,20 @@ def test_the_private_mean_is_within_three_ldp_mean_errors_where_a_quarter_of_dev
 
 def test_a_device_is_root_or_tree_and_spends_epsilon_either_way():
     from shoal.common.privacy.events import ChoiceEvent
-    cfg = derive_config(100_000, 10, 4, 2.0, seed=1)
+    cfg = derive_config(100_000, 10, 4, 2.0, seed=1, hist_only_share=0.0)
     event = cfg.privacy_event
     assert isinstance(event, ChoiceEvent) and event.probabilities == (1 - cfg.root_share, cfg.root_share)
     assert [local_epsilon(o) for o in event.options] == [pytest.approx(2.0), pytest.approx(2.0)]
     assert cfg.device_epsilon == pytest.approx(2.0)
+
+
+def test_a_device_is_histogram_vector_or_root_and_spends_epsilon_each_way():
+    from shoal.common.privacy.events import ChoiceEvent
+    cfg = derive_config(100_000, 10, 4, 2.0, seed=1)
+    event = cfg.privacy_event
+    r, h = cfg.root_share, cfg.hist_only_share
+    assert isinstance(event, ChoiceEvent) and event.probabilities == ((1 - r) * h, (1 - r) * (1 - h), r)
+    assert [local_epsilon(o) for o in event.options] == [2.0, 2.0, 2.0] and cfg.device_epsilon == 2.0
 
 
 def test_identity_nettree_above_three_dimensions_sends_vector_reports():
@@ -91,7 +132,13 @@ def test_different_seeds_give_different_public_randomness():
         ("levels", 41, "levels must be"),
         ("proj_dim", 11, "proj_dim must be"),
         ("eps_hist", -1.0, "eps_hist must be"),
-        ("eps_vec", 5.0, "exceeds epsilon"),
+        ("eps_vec", 5.0, "must each be <= epsilon"),
+        ("eps_hist", 4.000000001, "must each be <= epsilon"),
+        ("eps_vec", 0.0, "needs levels > 0, eps_hist > 0 and eps_vec > 0"),
+        ("hist_only_share", 1.0, "hist_only_share must be"),
+        ("hist_only_share", -0.25, "hist_only_share must be"),
+        ("hist_only_share", float("nan"), "hist_only_share must be"),
+        ("hist_only_share", True, "hist_only_share must be"),
         ("root_share", -0.1, "root_share must be"),
         ("root_share", 1.0, "exactly when levels=0"),
         ("hist_buckets", 1, "hist_buckets must be"),
@@ -109,7 +156,17 @@ def test_rejects_invalid_parameter(field, value, match):
 
 def test_rejects_tree_without_histogram_budget():
     with pytest.raises(ConfigError, match="needs eps_hist"):
-        base().with_overrides(eps_hist=0.0)
+        base(hist_only_share=0.0).with_overrides(eps_hist=0.0)
+
+
+def test_rejects_two_reports_above_epsilon_together():
+    with pytest.raises(ConfigError, match="exceeds epsilon"):
+        base(hist_only_share=0.0).with_overrides(eps_vec=3.5)
+
+
+def test_rejects_hist_only_share_in_a_mean_only_round():
+    with pytest.raises(ConfigError, match="needs levels > 0"):
+        derive_config(2_000, 100, 8, 1.0, seed=1).with_overrides(hist_only_share=0.5)
 
 
 def test_rejects_box_of_wrong_dimension():
@@ -193,3 +250,8 @@ def test_rejects_invalid_shuffle_parameter(kw, match):
 def test_local_round_refuses_shuffle_fields():
     with pytest.raises(ConfigError, match="shuffle rounds"):
         derive_config(1000, 4, 2, 2.0, delta=1e-6)
+
+
+def test_given_report_budgets_keep_both_reports_per_tree_device():
+    cfg = base(eps_hist=1.0, eps_vec=3.0)
+    assert cfg.hist_only_share == 0.0 and cfg.device_epsilon == 4.0

@@ -6,6 +6,7 @@ lower bound on the log likelihood ratio must stay <= the claimed eps.
 The same attacks against shoal 0.1's floating-point samplers
 (``legacy_samplers.py``) must exceed it: the audits have teeth."""
 
+import copy
 import dataclasses
 import math
 
@@ -118,30 +119,34 @@ def _message_codes(batch, cfg, points):
     """Replay for each candidate raw point h (h-th 4 bits of the code): did the
     histogram report keep its bucket, and is the vector index in the cap of
     +-(Hadamard sign x direction)? Bit 4 h + 3: a root device. Every
-    hypothesis' caps in one pass over the messages' candidates."""
+    hypothesis' caps in one pass over the messages' candidates. With
+    hist_only_share > 0 a tree message carries one report: bit 4 len(points)
+    says which (the choice is public, data independent, and part of what
+    the attacker sees)."""
     space = node_space(cfg)
     public = PublicRandomness.from_config(cfg)
     root = batch.vec_level == 0  # a root device: its root report alone, at the full epsilon
+    has_h, has_v = batch.hist_level >= 1, batch.vec_level >= 1
     code = np.zeros(len(batch), dtype=np.int64)
     dirs = []
     for h, point in enumerate(points):
         x = cfg.bound.to_ball(point[None, :])
         paths = space.paths(x)
         keys = np.array([space.keys(j, paths[j])[0] for j in range(cfg.levels + 1)], dtype=np.uint64)
-        hit = bucket_hash(public.hist_seeds[batch.hist_seed], keys[batch.hist_level], cfg.hist_params.buckets)
-        code += np.where(root, 0, batch.hist_bucket == hit).astype(np.int64) << (4 * h)
-        cols = (keys[batch.vec_level] >> np.uint64(64 - cfg.vec_columns_log2)).astype(np.int64)
+        hit = bucket_hash(public.hist_seeds[batch.hist_seed], keys[np.maximum(batch.hist_level, 0)], cfg.hist_params.buckets)
+        code += (has_h & (batch.hist_bucket == hit)).astype(np.int64) << (4 * h)
+        cols = (keys[np.maximum(batch.vec_level, 0)] >> np.uint64(64 - cfg.vec_columns_log2)).astype(np.int64)
         sign = hadamard_sign(batch.vec_row, cols)
         norm = np.linalg.norm(x)
         u = x[0] / norm if norm > 0 else _unit(cfg.dim)
         dirs += [sign[:, None] * u[None, :], -sign[:, None] * u[None, :]]
     dirs = np.stack(dirs, axis=1)
     member = np.zeros((len(batch), dirs.shape[1]), dtype=np.int64)
-    for sel, params in ((root, cfg.root_params), (~root, cfg.vec_params)):
+    for sel, params in ((root, cfg.root_params), (has_v, cfg.vec_params)):
         member[sel] = cap_members(batch.vec_nonce[sel], batch.vec_index[sel], dirs[sel], params, public.vec_key)
     for h in range(len(points)):
         code += (2 * member[:, 2 * h] + 4 * member[:, 2 * h + 1] + 8 * root) << (4 * h)
-    return code
+    return code + ((~root & ~has_v).astype(np.int64) << (4 * len(points)))
 
 
 BOX = PublicBound(low=(-1.0,) * 4, high=(1.0,) * 4)
@@ -153,13 +158,20 @@ MESSAGE_PAIRS = {
 }
 
 
+# Each tree device sends both reports (eps / 2 each: shuffle rounds) or one of them at the whole eps
+# (hist_only_share: local rounds, issue 41).
+SPLITS = {"both reports": dict(vec_share=0.5), "one report": dict(hist_only_share=0.5)}
+
+
 @pytest.mark.parametrize("encoder", ["lsh", "nettree"])
 @pytest.mark.parametrize("eps", EPS)
 @pytest.mark.parametrize("pair", list(MESSAGE_PAIRS))
-def test_tree_message_is_eps_ldp_on_the_wire(encoder, eps, pair):
+@pytest.mark.parametrize("split", list(SPLITS))
+def test_tree_message_is_eps_ldp_on_the_wire(encoder, eps, pair, split):
     p1, p2 = MESSAGE_PAIRS[pair]
     cfg = derive_config(100_000, 4, 4, eps, encoder=encoder, bound=BOX, seed=5, levels=3,
-                        vec_share=0.5, vec_candidates=32, root_candidates=32, root_share=0.3)
+                        vec_candidates=32, root_candidates=32, root_share=0.3, **SPLITS[split])
+    assert (cfg.hist_only_share > 0) == (split == "one report")
     codes = []
     for i, p in enumerate((p1, p2)):
         batch = encode_arrays(np.repeat(p[None, :], SAMPLES, axis=0), cfg, np.random.default_rng(10 + i))
@@ -167,6 +179,19 @@ def test_tree_message_is_eps_ldp_on_the_wire(encoder, eps, pair):
     c1, c2 = joint_counts(*codes)
     assert cfg.device_epsilon <= eps
     assert simultaneous_lower_bound(c1, c2) <= eps
+
+
+def test_the_wire_audit_catches_a_one_report_device_that_sends_both_reports():
+    """A tree device of a hist_only_share round that sent both of its reports, each at the whole eps,
+    would spend 2 eps: the audit of the one-report round must see it (measured 1.60 against eps 1)."""
+    p1, p2 = MESSAGE_PAIRS["axis-aligned"]
+    cfg = derive_config(100_000, 4, 4, 1.0, encoder="lsh", bound=BOX, seed=5, levels=3,
+                        vec_candidates=32, root_candidates=32, root_share=0.3, hist_only_share=0.5)
+    both = copy.copy(cfg)
+    object.__setattr__(both, "hist_only_share", 0.0)  # past validation: what a broken device would do
+    codes = [_message_codes(encode_arrays(np.repeat(p[None, :], SAMPLES, axis=0), both, np.random.default_rng(10 + i)),
+                            cfg, (p1, p2)) for i, p in enumerate((p1, p2))]
+    assert simultaneous_lower_bound(*joint_counts(*codes)) > cfg.device_epsilon
 
 
 # -- local refine reports ---------------------------------------------------------------------

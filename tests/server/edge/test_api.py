@@ -71,9 +71,11 @@ def test_bad_input_is_rejected_precisely_and_nothing_is_stored(server):
     cases.append(("unknown field", httpx.post(url, json=good | {"device": "abc"}), 422, "device"))
     cases.append(("wrong round", httpx.post(server.url + "/rounds/nope/reports", json=good | {"round_id": "nope"}), 404, "unknown round"))
     cases.append(("round mismatch", httpx.post(url, json=good | {"round_id": "other"}), 422, "posted to round"))
-    bad = good | {"vec": good["vec"] | {"index": cfg.vec_candidates}}
+    # A local round's tree device sends one report (hist_only_share): a vector one to break too.
+    good_vec = next(m for m in _messages(cfg, np.zeros((50, 8))) if m["vec"] is not None and m["vec"]["level"] > 0)
+    bad = good_vec | {"vec": good_vec["vec"] | {"index": cfg.vec_candidates}}
     cases.append(("index beyond the codebook", httpx.post(url, json=bad), 422, "vector index outside"))
-    short = good | {"vec": good["vec"] | {"nonce": "abc"}}
+    short = good_vec | {"vec": good_vec["vec"] | {"nonce": "abc"}}
     cases.append(("malformed nonce", httpx.post(url, json=short), 422, "nonce"))
     lvl = good | {"hist": good["hist"] | {"level": 60}}
     cases.append(("level out of range", httpx.post(url, json=lvl), 422, "level"))

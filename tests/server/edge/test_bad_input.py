@@ -34,6 +34,8 @@ def _create(client, **change):
     ({"tuning": {"levels": "3"}}, "tuning.levels: Input should be a valid integer"),
     ({"tuning": {"levels": 41}}, "tuning.levels: Input should be less than or equal to 40"),
     ({"tuning": {"root_share": 0}}, "tuning.root_share: Input should be greater than 0"),
+    ({"tuning": {"hist_only_share": 1}}, "tuning.hist_only_share: Input should be less than 1"),
+    ({"tuning": {"hist_only_share": 0.5, "vec_share": 0.5}}, "give one of them"),
     ({"tuning": {"tree": {"b": 1}}}, "tuning.tree.b: unknown key"),
     ({"tuning": {"tree": {"a": 1.5}}}, "tuning.tree.a: Input should be a valid integer"),
     ({"tuning": {"amplification_bound": "magic"}}, "tuning.amplification_bound"),
@@ -188,3 +190,10 @@ def test_the_id_set_budget_reaches_the_sqlite_store_from_the_environment(tmp_pat
     app = create_app(Settings(**{**settings.__dict__, "key_path": f"{tmp_path}/k.pem"}))
     assert settings.id_set_budget == 1234
     assert app.state.service.store._ids.budget == 1234
+
+
+def test_a_tree_round_takes_its_hist_only_share_from_the_tuning(client):
+    r = _create(client, tuning={"hist_only_share": 0.0})
+    assert r.status_code == 201, r.text
+    assert r.json()["config"]["hist_only_share"] == 0.0
+    assert _create(client).json()["config"]["hist_only_share"] > 0  # a local round's default: one report per device
