@@ -448,7 +448,8 @@ def derive_config(
       devices, the vector report from the rest; h = 0.5, or 0.25 for
       d >= WIDE_DIM, where the vector sums' noise (which grows with d)
       dominates the centers' error (issue 41, measured above
-      HIST_ONLY_SHARE). Shuffle model (and any round given ``vec_share``):
+      HIST_ONLY_SHARE). Shuffle model (and any round given ``vec_share``,
+      ``eps_hist`` or ``eps_vec``):
       both reports from every tree device, a quarter of eps to the histogram
       (half at eps <= 2, where the tree itself is hard to find), the rest to
       the vector report, whose noise dominates the centers' error

@@ -209,3 +209,13 @@ def test_lattice_coreset_lies_in_the_ball_where_the_devices_are():
         dec.decode(acc)
         assert dec.coreset is not None
         assert np.all(np.linalg.norm(dec.coreset.pos, axis=1) <= 1 + 1e-12)
+
+
+def test_the_privacy_statement_of_a_one_report_round_names_each_report_at_the_device_epsilon():
+    from shoal.common.kinds.tree import derive_config
+    from shoal.server.decoders.tree.decoder import privacy_statement
+    one = privacy_statement(derive_config(100_000, 10, 4, 2.0, seed=1))
+    assert one["device_epsilon"] == 2.0 and one["report_epsilons"] == [2.0, 2.0] and one["hist_only_share"] == 0.5
+    assert one["composition"].startswith("one report per device")
+    both = privacy_statement(derive_config(100_000, 10, 4, 2.0, seed=1, hist_only_share=0.0))
+    assert both["device_epsilon"] == 2.0 and sum(both["report_epsilons"]) <= 2.0 and both["composition"].startswith("basic")
