@@ -41,8 +41,9 @@ def test_a_poison_message_in_a_shuffled_batch_costs_only_itself(server, shuffler
     honest = [_seal(m.model_dump_json().encode(), key, rid) for m in msgs]
     undecryptable = base64.b64encode(os.urandom(300)).decode()
     empty = _seal(DeviceMessage(round_id=rid, message_id=new_message_id()).model_dump_json().encode(), key, rid)
-    bad = msgs[0].model_copy(update={"message_id": new_message_id(),
-                                     "vec": msgs[0].vec.model_copy(update={"index": 65535})})
+    # A local round's tree device sends one report (hist_only_share): break one that carries a vector report.
+    src = next(m for m in msgs if m.vec is not None)
+    bad = src.model_copy(update={"message_id": new_message_id(), "vec": src.vec.model_copy(update={"index": 65535})})
     out_of_range = _seal(bad.model_dump_json().encode(), key, rid)
     items = [undecryptable, empty, out_of_range, *honest]
     tokens = enrolled(url, server, len(items))
