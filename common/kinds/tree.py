@@ -61,6 +61,13 @@ def checked_encoder(encoder: str) -> EncoderChoice:
     return cast(EncoderChoice, encoder)
 
 
+def checked_hist_only_share(share: object) -> float:
+    """A tree round's ``hist_only_share`` (a config's, an override's): ConfigError unless a number in [0, 1)."""
+    if isinstance(share, bool) or not isinstance(share, numbers.Real) or not (math.isfinite(share) and 0 <= float(share) < 1):
+        raise ConfigError(f"hist_only_share must be a number in [0, 1), got {share!r}")
+    return float(share)
+
+
 def checked_model(model: str) -> Model:
     """A tree or sketch round's ``model`` from a string: ConfigError unless one of MODELS."""
     if model not in MODELS:
@@ -191,9 +198,7 @@ class RoundConfig:
             v = getattr(self, name)
             if not (math.isfinite(v) and v >= 0):
                 raise ConfigError(f"{name} must be finite and >= 0, got {v}")
-        h = self.hist_only_share
-        if isinstance(h, bool) or not isinstance(h, numbers.Real) or not (math.isfinite(h) and 0 <= h < 1):
-            raise ConfigError(f"hist_only_share must be a number in [0, 1), got {h!r}")
+        h = checked_hist_only_share(self.hist_only_share)
         if h > 0:
             # One report per tree device: each at most the device's epsilon, compared exactly
             # (the statement's device epsilon is their max: never above the round's).
@@ -302,12 +307,8 @@ class RoundConfig:
         vp = self.vec_params
         if vp is None:
             return math.nan
-        return center_error(vp.expected_sq_norm, self.k, self.n_expected) / ((1 - self.root_share) * self.vec_device_share)
-
-    @property
-    def vec_device_share(self) -> float:
-        """The share of the tree devices that send a vector report: 1 - hist_only_share."""
-        return 1.0 - self.hist_only_share
+        # Vector reports come from the tree devices that are not hist-only.
+        return center_error(vp.expected_sq_norm, self.k, self.n_expected) / ((1 - self.root_share) * (1 - self.hist_only_share))
 
     @property
     def mean_error(self) -> float:
@@ -528,9 +529,7 @@ def derive_config(
     elif share_given and hist_only:
         raise ConfigError("vec_share splits one tree device's epsilon between its two reports; with hist_only_share > 0 "
                           "each tree device sends one report at the full epsilon: give one of them")
-    if isinstance(hist_only, bool) or not isinstance(hist_only, numbers.Real) or not 0 <= float(hist_only) < 1:
-        raise ConfigError(f"hist_only_share must be a number in [0, 1), got {hist_only!r}")
-    hist_only = float(hist_only)
+    hist_only = checked_hist_only_share(hist_only)
     if hist_only > 0 and dim < 2:
         raise ConfigError("hist_only_share > 0 sends vector reports: it needs dim >= 2")
     if hist_only > 0:
