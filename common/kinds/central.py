@@ -164,6 +164,21 @@ PARTITION_MIN_BITS = 6
 # center costs 0.86): d = 6, 16, 32, 64 none; d = 100: 2 of 20 on one seed (40 draws: 6, all 0.137:
 # two clusters left under one center). Real data sets are 2-16 features here; above, ``gridhist``.
 PARTITION_AUTO_MAX_DIM = 32
+# The partition stage's second split step (``PartitionStage.split_steps``): with at least this many
+# Lloyd steps, the first two are split steps. Hyperplanes through the mean can put three tight clusters
+# in one bucket; one split separates at most two of them, and the Lloyd steps after it cannot pull a
+# center off the pair it sits between (the paper generator, n = 1e5, d = 5, eps 1, one draw in 12:
+# 0.077 where the others cost 1.0e-4). A second split, its parts reduced to k again, moves the spare
+# center there. Measured (``partition_stage``, mean k-means cost / n, seeds x draws as given, one split ->
+# two where the stage has >= 3 steps): the paper generator n = 1e5, d = 3, eps 0.5 / 1 / 4 (3 x 3):
+# 0.0036 / 0.0036 / 0.0012 -> 1.11e-4 / 1.03e-4 / 9.8e-5; d = 5: 0.0037 / 0.0086 / 0.0086 -> 1.14e-4 /
+# 1.04e-4 / 1.00e-4; n = 1e4, d = 3, eps 4 (3 x 3): 0.0036 -> 1.23e-4; d = 6, eps 4 (5 x 4): 6.7e-4 ->
+# 1.30e-4; n = 1e5, d = 16, eps 4: 1.005e-4 either way; the overlapping generator (10 x 5) eps 1 / 2:
+# 0.07585 / 0.07551 -> 0.07593 / 0.07552. With two steps the second stays a Lloyd step: two splits
+# there cost letter 0.0449 -> 0.0489 at eps 0.5 and the paper generator at n = 1e4, d = 6 / 16, eps
+# 0.5 / 1 up to 2.2x (their first release must still tell the clusters apart; a third step at a third
+# of the budget each cost them 1.3-1.6x).
+SECOND_SPLIT_FROM_STEPS = 3
 PARTITION_MAX_BITS = 10  # as a partition round's (``kinds.partition.MAX_BITS``; not imported: a central device
 PARTITION_BUCKET_SDS = 24.0  # ... and ``BUCKET_SDS``) loads no other kind's module (tests/client/test_lazy_kinds.py)
 
@@ -214,6 +229,13 @@ class PartitionStage:
     def units(self) -> int:
         """The unit releases the stage's budget covers (``noisy_average.calibrate(releases=...)``)."""
         return self.mean_units + self.partition_units + self.steps * self.step_units
+
+    @property
+    def split_steps(self) -> int:
+        """How many of the Lloyd steps are split steps (each center against two candidates, the parts
+        reduced to k): two from ``SECOND_SPLIT_FROM_STEPS`` steps, else the first alone. A split step
+        is a release of ``step_units`` like any step: the budget does not depend on it."""
+        return 2 if self.steps >= SECOND_SPLIT_FROM_STEPS else 1
 
 
 @dataclass(frozen=True)
@@ -484,7 +506,8 @@ def choose_algorithm(n: int, dim: int, objective: str = "kmeans") -> str:
     et al. mixture (n = 50,000, d = 100, k = 64) 0.61 / 0.83 / 1.00x at eps 0.5 / 1 / 4. On the paper
     generator's tight, separated clusters it is mixed, 0.05x to 3.06x per cell (n = 1e4 and 1e5,
     d = 3 to 100, 2-3 seeds; worst n = 1e4, d = 3, eps 0.5: 0.0118 against 0.0039, where one center
-    costs 0.86), and in d = 100 a bucket holding two clusters is sometimes not split
+    costs 0.86; since the second split step, ``SECOND_SPLIT_FROM_STEPS``, 0.35x to 1.07x for
+    d = 3 to 16), and in d = 100 a bucket holding two clusters is sometimes not split
     (``PARTITION_AUTO_MAX_DIM``): one draw in the central benchmark cost 0.138 at n = 1e4, eps 1.
     Data a public rule cannot tell apart are diffuse in the real sets shoal is measured on, and
     there the stage wins.

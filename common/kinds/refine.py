@@ -131,17 +131,19 @@ def derive_refine(
                         params, keep=k if split > 1 else 0)
 
 
-def split_candidates(centers: NDArray[np.float64], split: int, seed: int) -> NDArray[np.float64]:
+def split_candidates(centers: NDArray[np.float64], split: int, seed: int,
+                     label: str = SPLIT_LABEL) -> NDArray[np.float64]:
     """(split k, d): every center moved ``SPLIT_STEP`` along ``split`` public unit
-    directions from ``seed`` (u and -u for split = 2), clipped into the ball;
-    split = 1 gives the centers themselves."""
+    directions from the stream (``seed``, ``label``) (u and -u for split = 2), clipped
+    into the ball; split = 1 gives the centers themselves. A caller that splits more than
+    once per seed names each split's stream (the central partition stage's second split)."""
     if isinstance(split, bool) or not (isinstance(split, int) and 1 <= split <= MAX_SPLIT):
         raise ConfigError(f"refine split must be an integer in [1, {MAX_SPLIT}], got {split!r}")
     c = np.asarray(centers, dtype=np.float64)
     if split == 1:
         return c
-    # public: the stream (seed, SPLIT_LABEL) (common/randomness/public_stream.py); the config carries the result
-    u = public_stream.unit_rows(public_stream.gaussians(int(seed), SPLIT_LABEL, (split if split > 2 else 1,) + c.shape))
+    # public: the stream (seed, label) (common/randomness/public_stream.py); the config carries the result
+    u = public_stream.unit_rows(public_stream.gaussians(int(seed), label, (split if split > 2 else 1,) + c.shape))
     if split == 2:
         u = np.concatenate([u, -u])
     return clip_to_ball((c[None] + SPLIT_STEP * u).reshape(-1, c.shape[1]))

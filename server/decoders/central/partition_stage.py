@@ -23,7 +23,9 @@ failures), every release a noisy average (``noisy_average.py``) of
    merged back into k clusters (``lift.reduce_parts``) and tested against
    the private mean from the same release (``lift.clusters_beat_the_mean``:
    the answer is the private mean unless the clusters are shown to cost
-   less); the rest shrunk (``lift.shrunk_lloyd_step``), each weighing the
+   less); with 3 steps or more the second splits again
+   (``PartitionStage.split_steps``: a bucket may hold three clusters); the
+   rest shrunk (``lift.shrunk_lloyd_step``), each weighing the
    last release's noise and carried on along the way the centers still
    creep (``lift.contraction``: Lloyd converges slowly on broad,
    overlapping clusters).
@@ -42,10 +44,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shoal.common.errors import ConfigError
-from shoal.common.kinds.central import CentralSpec, reference_size_sd
+from shoal.common.kinds.central import CentralSpec, PartitionStage, reference_size_sd
 from shoal.common.kinds.partition import NOISE_GATE, hyperplanes, sign_codes
-from shoal.common.kinds.refine import split_candidates
+from shoal.common.kinds.refine import SPLIT_LABEL, split_candidates
 from shoal.server.decoders.central.lift import (
+    Merged,
     clusters_beat_the_mean,
     lloyd_steps,
     parts_of,
@@ -107,12 +110,7 @@ def partition_fit(x: NDArray[np.float64], spec: CentralSpec, rng: np.random.Gene
     # where the data live (``lift.reduce_parts``), kept only where they are shown to beat the private mean
     # from the same release (``lift.clusters_beat_the_mean``; post-processing), then shrunk Lloyd steps
     # that weigh each center's noise (``lift.lloyd_steps`` from the merged clusters' variance).
-    cand = split_candidates(start, 2, spec.seed)
-    cmeans, csizes = noisy_means(x, assign(x, cand), cand.shape[0], avg, rng, stage.step_units)
-    # Parts below the noise gate are left out: a near-empty half's mean is noise, and its noise term
-    # (d sd^2 / size) would swamp the test's estimate of the saving.
-    cmeans[~_kept(cmeans, csizes, avg, stage.step_units)] = np.nan
-    merged = reduce_parts(parts_of(cmeans, csizes), spec.k, rng)
+    merged = _split_step(x, start, spec, stage, avg, rng, 0)
     pays, gain = clusters_beat_the_mean(merged, spec.dim, avg.sum_sd / math.sqrt(stage.step_units))
     diagnostics.update(answer="clusters" if pays else "private mean", estimated_gain_over_mean=gain)
     if merged.sizes.size == 0:
@@ -121,12 +119,31 @@ def partition_fit(x: NDArray[np.float64], spec: CentralSpec, rng: np.random.Gene
         mean = merged.sums.sum(0) / max(float(merged.sizes.sum()), 1.0)
         return StageFit(_in_ball(np.repeat(mean[None], spec.k, axis=0)), np.full(spec.k, merged.sizes.sum() / spec.k),
                         pts, w, diagnostics)
+    for j in range(1, stage.split_steps):  # a second split moves a spare center onto a pair the first left
+        again = _split_step(x, _in_ball(merged.centers), spec, stage, avg, rng, j)
+        if again.sizes.size:
+            merged = again
+    diagnostics["split_steps"] = stage.split_steps
     centers, sizes_k = merged.centers, merged.sizes
-    if stage.steps > 1:
-        step = lloyd_steps(x, centers, avg, rng, stage.steps - 1,
+    if stage.steps > stage.split_steps:
+        step = lloyd_steps(x, centers, avg, rng, stage.steps - stage.split_steps,
                            avg.mean_variance(merged.sizes, merged.draws, stage.step_units), units=stage.step_units,
                            accelerate=True)
         centers, sizes_k = step.centers, step.sizes
         diagnostics["lloyd_step_kept"] = step.lam.tolist()
         diagnostics["lloyd_steps_carried"] = list(step.carried)
     return StageFit(_in_ball(centers), sizes_k, pts, w, diagnostics)
+
+
+def _split_step(x: NDArray[np.float64], centers: NDArray[np.float64], spec: CentralSpec, stage: PartitionStage,
+                avg: NoisyAverageSpec, rng: np.random.Generator, index: int) -> Merged:
+    """One split step (a release of the stage's ``step_units``): every center against two candidates
+    along a public direction (the stream (seed, ``SPLIT_LABEL``) for the first split, a stream of its
+    own for each later one), each candidate's part released, the parts below the noise gate left out
+    (a near-empty half's mean is noise, and its noise term, d sd^2 / size, would swamp the test's
+    estimate of the saving), the rest merged into k clusters (``lift.reduce_parts``)."""
+    label = SPLIT_LABEL if index == 0 else f"{SPLIT_LABEL}/central-{index + 1}"
+    cand = split_candidates(centers, 2, spec.seed, label)
+    cmeans, csizes = noisy_means(x, assign(x, cand), cand.shape[0], avg, rng, stage.step_units)
+    cmeans[~_kept(cmeans, csizes, avg, stage.step_units)] = np.nan
+    return reduce_parts(parts_of(cmeans, csizes), spec.k, rng)

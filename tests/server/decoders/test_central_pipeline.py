@@ -143,6 +143,37 @@ def test_a_partition_run_too_small_for_its_epsilon_answers_the_private_mean():
     assert np.allclose(fit.centers, fit.centers[0]) and fit.centers.shape == (6, 30)
 
 
+def _clusters_on_a_ray(per_cluster, d, seed):
+    """Three tight clusters on one ray from the data's mean (at 0.3, 0.5, 0.7 along it) and a fourth
+    across the mean (-0.6): every hyperplane through the mean leaves the three on one side, so they
+    share one bucket whatever the public seed."""
+    rng = np.random.default_rng(seed)
+    v = np.eye(d)[0]
+    true = np.array([0.3, 0.5, 0.7, -0.6])[:, None] * v
+    lab = np.repeat(np.arange(4), per_cluster)
+    return true[lab] + rng.standard_normal((lab.size, d)) * 0.01, true
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_three_clusters_in_one_bucket_each_get_a_center(seed):
+    """One split step separates at most two of the clusters a bucket holds, and the Lloyd steps
+    after it cannot pull a center off the pair it sits between; with 3 steps or more the stage
+    splits twice (``PartitionStage.split_steps``), so the spare center reaches the third."""
+    x, true = _clusters_on_a_ray(5000, 3, seed)
+    spec = derive_central("lsh-partition", len(x), 3, 4, 4.0, 1e-6, seed=seed)
+    assert spec.partition is not None and spec.partition.split_steps == 2
+    fit = central_kmeans(x, spec, np.random.default_rng(seed + 10))
+    assert fit.diagnostics["split_steps"] == 2
+    gaps = np.linalg.norm(true[:, None, :] - fit.centers[None, :, :], axis=2).min(axis=1)
+    assert gaps.max() < 0.03
+
+
+def test_a_partition_stage_splits_twice_only_from_three_steps():
+    stages = {steps: derive_central("lsh-partition", 23_000, 6, 5, 1.0, 1e-6, lift_steps=steps).partition
+              for steps in (1, 2, 3, 7)}
+    assert {steps: s.split_steps for steps, s in stages.items() if s is not None} == {1: 1, 2: 1, 3: 2, 7: 2}
+
+
 def test_a_partition_run_states_every_unit_of_its_one_budget():
     spec = derive_central("lsh-partition", 23_000, 6, 5, 1.0, 1e-6)
     st = privacy_statement(spec)
