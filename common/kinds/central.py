@@ -179,6 +179,18 @@ PARTITION_AUTO_MAX_DIM = 32
 # 0.5 / 1 up to 2.2x (their first release must still tell the clusters apart; a third step at a third
 # of the budget each cost them 1.3-1.6x).
 SECOND_SPLIT_FROM_STEPS = 3
+# ... and in d <= PARTITION_MIN_STEPS_MAX_DIM the stage takes at least PARTITION_MIN_STEPS steps (so it always
+# splits twice), where Su et al.'s count gives 2: three clusters in one bucket are a low-dimension event
+# (the paper generator at n = 1e4, 12 seeds x 2 draws, draws costing > 30x the rest with 2 steps: d = 3
+# eps 0.5 / 1 2 and 1 of 24, d = 6 3 and 2, d = 10 1 of 16 and 1 of 24 (0.041, 0.152); d = 13 and d = 16
+# none in 24). Mean (median) cost / n with 2 -> 4 steps: d = 3 eps 1 7.2e-4 (2.2e-4) -> 2.9e-4 (2.9e-4),
+# d = 6 eps 0.5 / 1 2.8e-3 / 1.9e-3 -> 1.3e-3 / 4.1e-4 (medians 7.8e-4 / 3.4e-4 -> 1.3e-3 / 4.1e-4: a
+# draw without the merge pays 1.2-1.6x for the first release's smaller share), d = 10 eps 0.5 / 1
+# 3.7e-3 / 6.7e-3 -> 1.8e-3 / 5.8e-4. Broad clusters converge over more steps: the overlapping
+# generator at eps 0.5 (10 x 3) 0.07673 -> 0.07634 (3 steps 0.07660). In d = 13 and 16 (letter) with no
+# merge seen, 3 steps cost 1.5x (n = 1e4, eps 1) and letter 3.6% at eps 0.5: Su's count stays there.
+PARTITION_MIN_STEPS = 4
+PARTITION_MIN_STEPS_MAX_DIM = 10
 PARTITION_MAX_BITS = 10  # as a partition round's (``kinds.partition.MAX_BITS``; not imported: a central device
 PARTITION_BUCKET_SDS = 24.0  # ... and ``BUCKET_SDS``) loads no other kind's module (tests/client/test_lazy_kinds.py)
 
@@ -620,8 +632,11 @@ def partition_bits(n: int, k: int, size_sd: float) -> int:
 def _derive_partition(n: int, dim: int, k: int, requested: float, delta: float, epsilon: float, census: float,
                       seed: int, lift_steps: int | None) -> CentralSpec:
     """The partition stage's spec: ``epsilon`` is what the census left; its steps Su et al.'s
-    count (``su_iterations``) unless given, the first against split candidates."""
-    steps = su_iterations(n, dim, k, epsilon) if lift_steps is None else int(lift_steps)
+    count (``su_iterations``), at least ``PARTITION_MIN_STEPS`` in d <= ``PARTITION_MIN_STEPS_MAX_DIM``,
+    unless given; the first (from ``SECOND_SPLIT_FROM_STEPS`` steps, the first two) against split
+    candidates."""
+    least = PARTITION_MIN_STEPS if dim <= PARTITION_MIN_STEPS_MAX_DIM else 1
+    steps = max(su_iterations(n, dim, k, epsilon), least) if lift_steps is None else int(lift_steps)
     if steps < 1:
         raise ConfigError(f"the partition algorithm takes at least one Lloyd step, got lift_steps={lift_steps}")
     mean_units, partition_units, lift_units = STAGE_UNITS

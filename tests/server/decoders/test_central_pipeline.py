@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from shoal.common.kinds.central import derive_central
+from shoal.common.kinds.central import PARTITION_MIN_STEPS, derive_central, su_iterations
 from shoal.server.decoders.central.pipeline import (
     central_kmeans,
     privacy_statement,
@@ -172,6 +172,17 @@ def test_a_partition_stage_splits_twice_only_from_three_steps():
     stages = {steps: derive_central("lsh-partition", 23_000, 6, 5, 1.0, 1e-6, lift_steps=steps).partition
               for steps in (1, 2, 3, 7)}
     assert {steps: s.split_steps for steps, s in stages.items() if s is not None} == {1: 1, 2: 1, 3: 2, 7: 2}
+
+
+def test_a_low_dimensional_partition_stage_takes_at_least_four_steps_and_so_splits_twice():
+    """Three clusters in one bucket are a low-dimension event (``PARTITION_MIN_STEPS_MAX_DIM``): there the
+    stage takes at least ``PARTITION_MIN_STEPS`` steps where Su et al.'s count gives 2; above, Su's count."""
+    low = derive_central("lsh-partition", 10_000, 6, 8, 0.5, 1e-6).partition
+    high = derive_central("lsh-partition", 20_000, 16, 26, 0.5, 1e-6).partition
+    assert su_iterations(10_000, 6, 8, 0.5) == su_iterations(20_000, 16, 26, 0.5) == 2
+    assert low is not None and (low.steps, low.split_steps) == (PARTITION_MIN_STEPS, 2)
+    assert high is not None and (high.steps, high.split_steps) == (2, 1)
+    assert derive_central("lsh-partition", 100_000, 5, 8, 4.0, 1e-6).partition.steps == su_iterations(100_000, 5, 8, 4.0)
 
 
 def test_a_partition_run_states_every_unit_of_its_one_budget():
