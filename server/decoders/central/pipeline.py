@@ -242,8 +242,7 @@ def _lift_words(event: CuratorEvent, spec: CentralSpec) -> str:
     return (f"{stage.units} units of one noisy-average budget: the mean of every point ({stage.mean_units}), the "
             f"{1 << stage.bits} buckets' sizes and sums ({stage.partition_units}), {stage.steps} Lloyd step(s) of "
             f"{stage.step_units} each (the first {stage.split_steps} against two candidates per center, reduced to k); "
-            f"a release of m units is m unit "
-            f"releases summed; {sizes_sums}")
+            f"a release of m units is m unit releases summed; {sizes_sums}")
 
 
 def privacy_statement(spec: CentralSpec, steps: int | None = None) -> dict[str, Any]:
